@@ -103,11 +103,17 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Store persists leases. Implementations must be safe for concurrent use, make every write
 // conditional as documented, and return copies (never shared slices).
 //
-// Every write that succeeds increments Counter by one.
+// Every write that succeeds increments Counter by one; a write that fails changes nothing.
+//
+// Input that no condition could make right is rejected before the store is asked, with a plain
+// error (not a *ConditionError) that says what is empty: a key with an empty group, stream or
+// shard id, Take to an empty owner, Checkpoint of "". Owner-side writes (Renew, Checkpoint,
+// Release) with a held lease that is free or gone fail with ErrLeaseLost: nobody holds it.
+// The conformance suite in package leasetest checks all of this.
 type Store interface {
 	// Create stores l if no lease with its key exists; the stored lease has Counter 1,
-	// Generation 0 and whatever Owner, Checkpoint and Parents l carries (normally free and
-	// empty). Returns ErrLeaseExists if the key is taken.
+	// Generation 0 and whatever Owner, Checkpoint, Parents and PendingOwner l carries
+	// (normally free and empty). Returns ErrLeaseExists if the key is taken.
 	Create(ctx context.Context, l Lease) (Lease, error)
 
 	// List returns every lease of the group on the stream, ordered by shard id.
