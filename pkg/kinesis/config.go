@@ -1,0 +1,280 @@
+package kinesis
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// PartitionKeyFunc chooses a message's partition key. Messages with the same key go to the same
+// shard and are read in the order they were published.
+type PartitionKeyFunc func(stream string, msg *message.Message) (string, error)
+
+// PartitionKeyFromUUID uses the message UUID, which spreads messages evenly over the shards.
+func PartitionKeyFromUUID(_ string, msg *message.Message) (string, error) { return msg.UUID, nil }
+
+// PartitionKeyFromMetadata reads the key from a metadata field, so that messages about one
+// entity (an order, a user) stay in order. A message without the field is an error rather than
+// a silent fallback that would break that order.
+func PartitionKeyFromMetadata(field string) PartitionKeyFunc {
+	return func(_ string, msg *message.Message) (string, error) {
+		key, ok := msg.Metadata[field]
+		if !ok {
+			return "", fmt.Errorf("%w: metadata field %q, the partition key, is missing", ErrInvalidMessage, field)
+		}
+		return key, nil
+	}
+}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
+	// Required.
+	Client KinesisAPI
+
+	// Marshaler encodes messages. Default: EnvelopeMarshaler.
+	Marshaler Marshaler
+
+	// PartitionKey chooses each message's partition key. Default: PartitionKeyFromUUID.
+	PartitionKey PartitionKeyFunc
+
+	// CreateStream creates a stream that does not exist on first publish. Default: false
+	// (publishing to a missing stream is an error).
+	CreateStream bool
+	// CreateStreamShards is the shard count of streams created by CreateStream. Default: 1.
+	CreateStreamShards int32
+
+	// MaxRetries is how many times entries that Kinesis rejected for throttling or an
+	// internal failure are sent again before Publish gives up on them. Default: 10.
+	MaxRetries int
+	// RetryBackoff is the first wait before a retry; it doubles, with jitter, up to
+	// MaxRetryBackoff. Defaults: 100 ms and 5 s.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+}
+
+func (c *PublisherConfig) setDefaults() {
+	if c.Marshaler == nil {
+		c.Marshaler = EnvelopeMarshaler{}
+	}
+	if c.PartitionKey == nil {
+		c.PartitionKey = PartitionKeyFromUUID
+	}
+	if c.CreateStreamShards == 0 {
+		c.CreateStreamShards = 1
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 10
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = 5 * time.Second
+	}
+}
+
+// Validate reports every problem of the config at once.
+func (c PublisherConfig) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("kinesis: PublisherConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log"))
+	}
+	if c.CreateStreamShards < 0 {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards))
+	}
+	if c.MaxRetries < 0 {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxRetries is %d; it must not be negative", c.MaxRetries))
+	}
+	if c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RetryBackoff (%s) must be positive and at most MaxRetryBackoff (%s)", c.RetryBackoff, c.MaxRetryBackoff))
+	}
+	return errors.Join(errs...)
+}
+
+// PositionType says where a consumer group with no checkpoint starts reading a shard.
+type PositionType int
+
+const (
+	// TrimHorizon starts at the oldest record the stream keeps, so nothing published before
+	// the first subscriber is lost.
+	TrimHorizon PositionType = iota
+	// Latest starts after the newest record: only what is published from now on is read.
+	Latest
+	// AtTimestamp starts at the first record that arrived at or after Position.Timestamp.
+	AtTimestamp
+)
+
+func (p PositionType) String() string {
+	switch p {
+	case TrimHorizon:
+		return "TRIM_HORIZON"
+	case Latest:
+		return "LATEST"
+	case AtTimestamp:
+		return "AT_TIMESTAMP"
+	}
+	return fmt.Sprintf("PositionType(%d)", int(p))
+}
+
+// Position is where reading starts when there is no checkpoint.
+type Position struct {
+	Type PositionType
+	// Timestamp is used with AtTimestamp.
+	Timestamp time.Time
+}
+
+// NoSleep, as SubscriberConfig.NackResendSleep, resends a nacked message at once.
+const NoSleep time.Duration = -1
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
+	// Required.
+	Client KinesisAPI
+
+	// ConsumerGroup, when set, makes this subscriber one instance of a group: each shard is
+	// read by one instance at a time (through leases in LeaseStore) and progress is
+	// checkpointed, so a restarted group resumes where it left off. When empty, every
+	// subscription reads every shard from InitialPosition, with no leases and no checkpoints.
+	ConsumerGroup string
+	// LeaseStore keeps the group's leases and checkpoints. Required with ConsumerGroup.
+	LeaseStore lease.Store
+	// WorkerID names this instance in leases. Default: host name plus a random UUID.
+	WorkerID string
+
+	// Unmarshaler decodes records. Default: EnvelopeMarshaler.
+	Unmarshaler Unmarshaler
+
+	// InitialPosition is where a shard with no checkpoint is read from. Default: TrimHorizon.
+	InitialPosition Position
+
+	// GetRecordsLimit is the most records one GetRecords call returns (1..10000).
+	// Default: 10000.
+	GetRecordsLimit int32
+	// PollInterval is the wait after a read that returned nothing. Kinesis allows 5 reads per
+	// second per shard, shared by every group reading the stream; the default leaves room for
+	// a second group. Default: 400 ms.
+	PollInterval time.Duration
+	// MinReadInterval is the shortest time between two reads of one shard while records keep
+	// coming. Kinesis allows 5 reads per second per shard; the default stays within that.
+	// Lower it only for memlog or emulators. Default: 200 ms.
+	MinReadInterval time.Duration
+	// MaxInFlight is how many messages of one shard may be delivered and not yet acked.
+	// With 1 (the default), a shard's messages are handled strictly one after another. With
+	// more, the checkpoint is the watermark: the newest record below which all are acked.
+	MaxInFlight int
+	// NackResendSleep is the wait before a nacked message is delivered again; NoSleep
+	// resends at once. Default: 100 ms.
+	NackResendSleep time.Duration
+	// CheckpointInterval is how often acked progress is written to the lease store; it is
+	// also written when a shard is given up. A crash redelivers at most what was acked in the
+	// last interval. Default: 5 s.
+	CheckpointInterval time.Duration
+
+	// LeaseDuration is how long a lease whose counter has not moved (as timed by the observer)
+	// stays with its owner before another instance may take it. Default: 10 s.
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is how often an owner renews its leases. Default: LeaseDuration / 3.
+	LeaseRenewInterval time.Duration
+	// LeaseSyncInterval is how often the group's leases are read to take free or expired
+	// ones. Default: 2 s.
+	LeaseSyncInterval time.Duration
+	// ShardSyncInterval is how often the stream's shards are listed to find new ones.
+	// Default: 30 s.
+	ShardSyncInterval time.Duration
+
+	// CreateStream makes Subscribe and SubscribeInitialize create a missing stream.
+	// Default: false (a missing stream is an error).
+	CreateStream bool
+	// CreateStreamShards is the shard count of streams created by CreateStream. Default: 1.
+	CreateStreamShards int32
+
+	// CloseTimeout bounds how long Close waits for readers to checkpoint and release their
+	// leases. Default: 30 s.
+	CloseTimeout time.Duration
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = host + "-" + uuid.NewString()
+	}
+	if c.Unmarshaler == nil {
+		c.Unmarshaler = EnvelopeMarshaler{}
+	}
+	setDefault(&c.GetRecordsLimit, 10000)
+	setDefault(&c.PollInterval, 400*time.Millisecond)
+	setDefault(&c.MinReadInterval, 200*time.Millisecond)
+	setDefault(&c.MaxInFlight, 1)
+	setDefault(&c.NackResendSleep, 100*time.Millisecond)
+	setDefault(&c.CheckpointInterval, 5*time.Second)
+	setDefault(&c.LeaseDuration, 10*time.Second)
+	setDefault(&c.LeaseRenewInterval, c.LeaseDuration/3)
+	setDefault(&c.LeaseSyncInterval, 2*time.Second)
+	setDefault(&c.ShardSyncInterval, 30*time.Second)
+	setDefault(&c.CreateStreamShards, 1)
+	setDefault(&c.CloseTimeout, 30*time.Second)
+}
+
+func setDefault[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
+		*field = value
+	}
+}
+
+// Validate reports every problem of the config at once.
+func (c SubscriberConfig) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kinesis: SubscriberConfig."+format, args...))
+	}
+	if c.Client == nil {
+		add("Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log")
+	}
+	if c.ConsumerGroup != "" && c.LeaseStore == nil {
+		add("LeaseStore is nil but ConsumerGroup %q is set; a group keeps its leases in a store (lease.NewMemoryStore for one process)", c.ConsumerGroup)
+	}
+	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
+		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)
+	}
+	if c.MaxInFlight < 1 {
+		add("MaxInFlight is %d; it must be at least 1", c.MaxInFlight)
+	}
+	if c.InitialPosition.Type < TrimHorizon || c.InitialPosition.Type > AtTimestamp {
+		add("InitialPosition.Type is %s; use TrimHorizon, Latest or AtTimestamp", c.InitialPosition.Type)
+	}
+	if c.InitialPosition.Type == AtTimestamp && c.InitialPosition.Timestamp.IsZero() {
+		add("InitialPosition is AtTimestamp but Timestamp is zero")
+	}
+	if c.NackResendSleep < 0 && c.NackResendSleep != NoSleep {
+		add("NackResendSleep is %s; use NoSleep to resend at once", c.NackResendSleep)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"MinReadInterval", c.MinReadInterval}, {"CheckpointInterval", c.CheckpointInterval},
+		{"LeaseDuration", c.LeaseDuration}, {"LeaseRenewInterval", c.LeaseRenewInterval},
+		{"LeaseSyncInterval", c.LeaseSyncInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
+		{"CloseTimeout", c.CloseTimeout},
+	} {
+		if d.value < 0 {
+			add("%s is %s; it must not be negative", d.name, d.value)
+		}
+	}
+	if c.LeaseRenewInterval >= c.LeaseDuration {
+		add("LeaseRenewInterval (%s) must be shorter than LeaseDuration (%s), or the lease expires between renewals", c.LeaseRenewInterval, c.LeaseDuration)
+	}
+	if c.CreateStreamShards < 0 {
+		add("CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,87 @@
+package kinesis
+
+import (
+	"context"
+	"time"
+)
+
+// RecordInfo holds the facts about the Kinesis record a message was read from. They travel in
+// the message's context (as in watermill-kafka), not in its metadata, so republishing a
+// consumed message does not carry them along.
+type RecordInfo struct {
+	Stream         string
+	ShardID        string
+	SequenceNumber string
+	PartitionKey   string
+	// ArrivalTime is when Kinesis accepted the record (ApproximateArrivalTimestamp).
+	ArrivalTime time.Time
+	// MillisBehindLatest is how far the read that returned the record was from the tip of
+	// the shard.
+	MillisBehindLatest int64
+	// DecodeError is set when the record looked like an envelope but could not be decoded;
+	// the message then carries the record's data as its payload.
+	DecodeError error
+}
+
+type recordInfoKey struct{}
+
+// messageContext is a message's context: cancelled on Ack, Nack and Close, and carrying the
+// record's facts. One struct per message instead of a chain of context.WithValue keeps the
+// delivery path at one allocation for the facts.
+type messageContext struct {
+	context.Context
+	info RecordInfo
+}
+
+func (c *messageContext) Value(key any) any {
+	if key == (recordInfoKey{}) {
+		return &c.info
+	}
+	return c.Context.Value(key)
+}
+
+// RecordFromContext returns the facts of the record a consumed message came from.
+func RecordFromContext(ctx context.Context) (RecordInfo, bool) {
+	info, ok := ctx.Value(recordInfoKey{}).(*RecordInfo)
+	if !ok {
+		return RecordInfo{}, false
+	}
+	return *info, true
+}
+
+// StreamFromContext returns the stream a consumed message was read from.
+func StreamFromContext(ctx context.Context) (string, bool) {
+	info, ok := RecordFromContext(ctx)
+	return info.Stream, ok
+}
+
+// ShardIDFromContext returns the shard a consumed message was read from.
+func ShardIDFromContext(ctx context.Context) (string, bool) {
+	info, ok := RecordFromContext(ctx)
+	return info.ShardID, ok
+}
+
+// SequenceNumberFromContext returns the sequence number of a consumed message's record.
+func SequenceNumberFromContext(ctx context.Context) (string, bool) {
+	info, ok := RecordFromContext(ctx)
+	return info.SequenceNumber, ok
+}
+
+// PartitionKeyFromContext returns the partition key of a consumed message's record.
+func PartitionKeyFromContext(ctx context.Context) (string, bool) {
+	info, ok := RecordFromContext(ctx)
+	return info.PartitionKey, ok
+}
+
+// ArrivalTimeFromContext returns when Kinesis accepted a consumed message's record.
+func ArrivalTimeFromContext(ctx context.Context) (time.Time, bool) {
+	info, ok := RecordFromContext(ctx)
+	return info.ArrivalTime, ok
+}
+
+// DecodeErrorFromContext returns the error that made a consumed message a raw payload,
+// or nil.
+func DecodeErrorFromContext(ctx context.Context) error {
+	info, _ := RecordFromContext(ctx)
+	return info.DecodeError
+}

@@ -1,0 +1,298 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Publisher writes Watermill messages to Kinesis streams; the topic is the stream name.
+// It is safe for concurrent use.
+type Publisher struct {
+	config PublisherConfig
+	logger watermill.LoggerAdapter
+
+	// closed is closed by the first Close (closeOnce guards it); Publish checks it.
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	// ensured remembers streams known to exist, so CreateStream costs one call per stream.
+	ensured sync.Map // stream name -> struct{}
+}
+
+var _ message.Publisher = (*Publisher)(nil)
+
+// NewPublisher checks the config, fills in defaults and returns a Publisher. A nil logger
+// logs nothing.
+func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publisher, error) {
+	config.setDefaults()
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	return &Publisher{config: config, logger: logger, closed: make(chan struct{})}, nil
+}
+
+// pendingRecord is a message on its way out: its encoded entry and where it stands.
+type pendingRecord struct {
+	index int // position in the Publish call
+	msg   *message.Message
+	entry types.PutRecordsRequestEntry
+	size  int // data + key, bytes
+
+	written bool  // Kinesis accepted the record
+	err     error // why the last attempt failed
+}
+
+// Publish writes the messages to the stream named topic. Validation of every message happens
+// before any call. Messages that share a partition key are written in the order given, even
+// when some are retried: the call is split into rounds, and a round holds at most one message
+// per key and starts only when the previous round is written. Within a round, records go out
+// in PutRecords batches of up to 500 records and 5 MiB; rejected entries are retried with
+// jittered backoff. The context of the first message of a batch is the batch's call context.
+//
+// Publish is not atomic: on error, a *PublishError lists the messages that were not written.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	select {
+	case <-p.closed:
+		return ErrPublisherClosed
+	default:
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := validateStreamName(topic); err != nil {
+		return err
+	}
+	records, err := p.encode(topic, msgs)
+	if err != nil {
+		return err
+	}
+	if err := p.ensureStream(msgs[0].Context(), topic); err != nil {
+		return err
+	}
+	for _, round := range rounds(records) {
+		if err := p.writeRound(topic, round); err != nil {
+			return p.publishError(topic, records, err)
+		}
+	}
+	return nil
+}
+
+// encode validates and marshals every message before anything is sent.
+func (p *Publisher) encode(stream string, msgs []*message.Message) ([]*pendingRecord, error) {
+	records := make([]*pendingRecord, len(msgs))
+	var errs []error
+	for i, msg := range msgs {
+		rec, err := p.encodeOne(stream, i, msg)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		records[i] = rec
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return records, nil
+}
+
+func (p *Publisher) encodeOne(stream string, i int, msg *message.Message) (*pendingRecord, error) {
+	fail := func(err error) error { return &MessageError{Stream: stream, Index: i, UUID: uuidOf(msg), Err: err} }
+	if msg == nil {
+		return nil, fail(fmt.Errorf("%w: message is nil", ErrInvalidMessage))
+	}
+	key, err := p.config.PartitionKey(stream, msg)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := validatePartitionKey(key); err != nil {
+		return nil, fail(err)
+	}
+	data, err := p.config.Marshaler.Marshal(stream, msg)
+	if err != nil {
+		return nil, fail(fmt.Errorf("marshaling: %w", err))
+	}
+	size := len(data) + len(key)
+	if size > maxRecordSize {
+		return nil, fail(fmt.Errorf("%w: record is %d bytes (data %d + partition key %d, payload %d, metadata and envelope the rest); Kinesis allows %d",
+			ErrInvalidMessage, size, len(data), len(key), len(msg.Payload), maxRecordSize))
+	}
+	return &pendingRecord{
+		index: i,
+		msg:   msg,
+		entry: types.PutRecordsRequestEntry{Data: data, PartitionKey: &key},
+		size:  size,
+	}, nil
+}
+
+func uuidOf(msg *message.Message) string {
+	if msg == nil {
+		return ""
+	}
+	return msg.UUID
+}
+
+// rounds splits records so that each round holds at most one record per partition key, in
+// the order given: record k of a key goes in round k. Writing the rounds one after another
+// keeps per-key order whatever entries a PutRecords call rejects.
+func rounds(records []*pendingRecord) [][]*pendingRecord {
+	seen := make(map[string]int, len(records))
+	var out [][]*pendingRecord
+	for _, r := range records {
+		k := *r.entry.PartitionKey
+		n := seen[k]
+		seen[k] = n + 1
+		if n == len(out) {
+			out = append(out, nil)
+		}
+		out[n] = append(out[n], r)
+	}
+	return out
+}
+
+// batches splits one round into PutRecords calls within Kinesis's count and size limits.
+func batches(round []*pendingRecord) [][]*pendingRecord {
+	var out [][]*pendingRecord
+	start, size := 0, 0
+	for i, r := range round {
+		if i-start == maxPutRecordsEntries || size+r.size > maxPutRecordsSize {
+			out = append(out, round[start:i])
+			start, size = i, 0
+		}
+		size += r.size
+	}
+	if start < len(round) {
+		out = append(out, round[start:])
+	}
+	return out
+}
+
+// writeRound writes every record of a round, retrying rejected entries. On failure, the
+// records not written carry their error in err.
+func (p *Publisher) writeRound(stream string, round []*pendingRecord) error {
+	for _, batch := range batches(round) {
+		if err := p.writeBatch(stream, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
+	ctx := batch[0].msg.Context()
+	entries := make([]types.PutRecordsRequestEntry, 0, len(batch))
+	for attempt := 0; ; attempt++ {
+		entries = entries[:0]
+		for _, r := range batch {
+			entries = append(entries, r.entry)
+		}
+		out, err := p.config.Client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: &stream, Records: entries})
+		var retry []*pendingRecord
+		switch {
+		case err != nil && (classify(err) == classThrottled || classify(err) == classTransient):
+			retry = batch
+			markFailed(batch, err)
+		case err != nil:
+			markFailed(batch, p.callError(stream, err))
+			return err
+		default:
+			retry = p.failedEntries(batch, out)
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		if attempt >= p.config.MaxRetries {
+			return fmt.Errorf("kinesis: %d record(s) still rejected after %d retries", len(retry), attempt)
+		}
+		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": stream, "records": len(retry), "attempt": attempt + 1})
+		if err := sleepCtx(ctx, backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
+			markFailed(retry, err)
+			return err
+		}
+		batch = retry
+	}
+}
+
+// failedEntries returns the records whose entries failed, recording each one's error;
+// a non-retryable entry error is kept and not retried.
+func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) []*pendingRecord {
+	var retry []*pendingRecord
+	for i, r := range batch {
+		if i >= len(out.Records) {
+			r.err = errors.New("kinesis: PutRecords returned fewer results than records sent")
+			retry = append(retry, r)
+			continue
+		}
+		res := out.Records[i]
+		if res.ErrorCode == nil {
+			r.written, r.err = true, nil
+			continue
+		}
+		r.err = fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
+		retry = append(retry, r)
+	}
+	return retry
+}
+
+func markFailed(records []*pendingRecord, err error) {
+	for _, r := range records {
+		if r.err == nil {
+			r.err = err
+		}
+	}
+}
+
+// publishError lists every record not written: those that failed and those never sent.
+func (p *Publisher) publishError(stream string, records []*pendingRecord, cause error) error {
+	pe := &PublishError{Stream: stream}
+	for _, r := range records {
+		if r.written {
+			continue
+		}
+		err := r.err
+		if err == nil {
+			err = fmt.Errorf("not sent: publishing stopped at an earlier failure (%w)", cause)
+		}
+		pe.Failed = append(pe.Failed, &MessageError{Stream: stream, Index: r.index, UUID: r.msg.UUID, Err: err})
+	}
+	return pe
+}
+
+func (p *Publisher) callError(stream string, err error) error {
+	if classify(err) == classNotFound {
+		return fmt.Errorf("%w: %q (create it, or set PublisherConfig.CreateStream): %w", ErrStreamNotFound, stream, err)
+	}
+	return fmt.Errorf("kinesis: PutRecords to stream %q: %w", stream, err)
+}
+
+// ensureStream creates a missing stream once per stream when CreateStream is set. Without it,
+// a missing stream shows up as the PutRecords error, with no extra call per Publish.
+func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
+	if !p.config.CreateStream {
+		return nil
+	}
+	if _, ok := p.ensured.Load(stream); ok {
+		return nil
+	}
+	if err := ensureStream(ctx, p.config.Client, stream, true, p.config.CreateStreamShards); err != nil {
+		return err
+	}
+	p.ensured.Store(stream, struct{}{})
+	return nil
+}
+
+// Close makes later Publish calls fail with ErrPublisherClosed. Publish calls in progress
+// finish. Close is idempotent.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	return nil
+}

@@ -1,0 +1,306 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// readerExit is what a shard reader reports to its coordinator when it stops.
+type readerExit struct {
+	shardID string
+	// shardEnded: the shard is closed and every record of it was acked (and, in a group,
+	// checkpointed SHARD_END).
+	shardEnded bool
+	// lastAcked is the sequence number of the last record acked in order ("" if none), where
+	// a no-group subscription resumes the shard if it starts it again.
+	lastAcked string
+	err       error
+}
+
+// shardReader reads one shard and delivers its records in sequence order.
+//
+// Ownership: everything in a shardReader belongs to its run goroutine, except ready (written
+// once by run, read by the coordinator) and the fields set before run starts. The coordinator
+// stops a reader by cancelling ctx; a reader that lost its lease learns it from the store, or
+// from lost being closed by the coordinator.
+type shardReader struct {
+	sub     *subscription
+	shardID string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	lost    chan struct{} // closed by the coordinator when the lease moved to another owner
+	ready   chan error    // gets one value: nil once the iterator is held, or why not
+
+	start      position     // where reading starts
+	held       *lease.Lease // nil without a consumer group
+	generation int64        // held.Generation when taken; read by the coordinator
+	lostOnce   sync.Once
+
+	iterator string
+	lastRead string         // sequence number of the last record fetched
+	records  []types.Record // the current batch
+	next     int            // index in records of the next record to deliver
+	behind   int64          // MillisBehindLatest of the current batch
+	ended    bool           // the shard is closed and read to its end
+	window   []*delivery    // delivered and not yet done, in sequence order
+	prepared *delivery      // the next record, decoded, waiting to be sent
+	acked    string         // watermark: last sequence number acked in order
+	saved    string         // last checkpoint written
+	fetchAt  time.Time      // the earliest time the next GetRecords may be sent
+	failures int            // consecutive failed reads, for backoff
+	renewed  time.Time      // when the last successful renewal was sent
+	timers   readerTimers
+}
+
+// position is where a reader starts: after a sequence number, or at an initial position.
+type position struct {
+	after   string // AFTER_SEQUENCE_NUMBER; "" means use initial
+	initial Position
+}
+
+// markLost tells the reader, from the coordinator, that the lease moved to another owner.
+func (r *shardReader) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
+
+func (r *shardReader) logFields() watermill.LogFields {
+	return watermill.LogFields{"stream": r.sub.stream, "shard": r.shardID, "worker": r.sub.cfg.WorkerID}
+}
+
+// run is the reader goroutine. It reports its exit to the coordinator, always exactly once.
+//
+// Shutdown order: stop delivering; cancel the contexts of messages in flight (they will be
+// redelivered to the shard's next reader); if the lease is still ours, write the last
+// checkpoint and release the lease so another instance takes it at once; report the exit.
+func (r *shardReader) run() {
+	exit := readerExit{shardID: r.shardID}
+	defer func() {
+		r.cancelWindow()
+		exit.lastAcked = r.acked
+		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
+			r.giveUp(exit.shardEnded)
+		}
+		r.timers.stop()
+		r.cancel()
+		r.sub.exits <- exit
+	}()
+	if err := r.initIterator(); err != nil {
+		r.ready <- err
+		exit.err = err
+		return
+	}
+	r.ready <- nil
+	r.timers.start(r.sub.cfg, r.held != nil)
+	r.renewed = time.Now()
+	exit.shardEnded, exit.err = r.loop()
+	if exit.err != nil && !errors.Is(exit.err, context.Canceled) {
+		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
+	}
+}
+
+// loop delivers until the shard is done, the lease is lost, or ctx ends.
+func (r *shardReader) loop() (shardEnded bool, err error) {
+	cfg := r.sub.cfg
+	for {
+		now := time.Now()
+		r.settleWindow(now)
+		if r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0 {
+			return true, nil
+		}
+		if r.prepared == nil && r.next < len(r.records) {
+			r.prepare()
+		}
+		if r.prepared == nil && r.next >= len(r.records) && !r.ended && !now.Before(r.fetchAt) {
+			if err := r.fetch(); err != nil {
+				return false, err
+			}
+			continue
+		}
+
+		var send chan<- *message.Message
+		var toSend *delivery
+		if d := nextResend(r.window); d != nil && !now.Before(d.resendAt) {
+			toSend = d
+		} else if r.prepared != nil && len(r.window) < cfg.MaxInFlight {
+			toSend = r.prepared
+		}
+		if toSend != nil {
+			send = r.sub.out
+		}
+		var acked, nacked <-chan struct{}
+		if d := oldestUnsettled(r.window); d != nil {
+			acked, nacked = d.msg.Acked(), d.msg.Nacked()
+		}
+		wake := r.timers.wakeAt(r.wakeTime(now, toSend != nil))
+
+		select {
+		case send <- msgOf(toSend):
+			r.sent(toSend)
+		case <-acked:
+		case <-nacked:
+		case <-wake:
+		case <-r.timers.renew:
+			if err := r.renew(); err != nil {
+				return false, err
+			}
+		case <-r.timers.checkpoint:
+			if err := r.checkpoint(r.ctx); err != nil {
+				return false, err
+			}
+		case <-r.timers.leaseDeadline:
+			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, time.Since(r.renewed).Round(time.Millisecond))
+		case <-r.lost:
+			return false, fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
+		case <-r.ctx.Done():
+			return false, r.ctx.Err()
+		}
+	}
+}
+
+func msgOf(d *delivery) *message.Message {
+	if d == nil {
+		return nil
+	}
+	return d.msg
+}
+
+// wakeTime is when the loop must look again without any channel event: the next read, or
+// the next nacked message due for resending.
+func (r *shardReader) wakeTime(now time.Time, sending bool) time.Time {
+	var at time.Time
+	if r.prepared == nil && r.next >= len(r.records) && !r.ended {
+		at = r.fetchAt
+	}
+	if d := nextResend(r.window); d != nil && !sending && (at.IsZero() || d.resendAt.Before(at)) {
+		at = d.resendAt
+	}
+	return at
+}
+
+// prepare decodes the next record into a message with its own context.
+func (r *shardReader) prepare() {
+	rec := &r.records[r.next]
+	r.next++
+	info := RecordInfo{
+		Stream:             r.sub.stream,
+		ShardID:            r.shardID,
+		SequenceNumber:     deref(rec.SequenceNumber),
+		PartitionKey:       deref(rec.PartitionKey),
+		MillisBehindLatest: r.behind,
+	}
+	if rec.ApproximateArrivalTimestamp != nil {
+		info.ArrivalTime = *rec.ApproximateArrivalTimestamp
+	}
+	msg, err := r.sub.cfg.Unmarshaler.Unmarshal(r.sub.stream, r.shardID, rec)
+	if err != nil || msg == nil {
+		// Never drop a record: what cannot be decoded is delivered as it is, with the reason.
+		if err == nil {
+			err = errors.New("unmarshaler returned no message")
+		}
+		info.DecodeError = err
+		if msg == nil {
+			msg = rawMessage(r.sub.stream, r.shardID, rec)
+		}
+		r.sub.logger.Error("Record could not be decoded; delivering its data as a raw payload", err,
+			watermill.LogFields{"stream": r.sub.stream, "shard": r.shardID, "sequence_number": info.SequenceNumber})
+	}
+	r.prepared = r.newDelivery(msg, info)
+}
+
+func (r *shardReader) newDelivery(msg *message.Message, info RecordInfo) *delivery {
+	ctx, cancel := context.WithCancel(r.ctx)
+	d := &delivery{seq: info.SequenceNumber, msg: msg, cancel: cancel, info: info}
+	msg.SetContext(&messageContext{Context: ctx, info: info})
+	return d
+}
+
+// sent records that d went out: a new record joins the window; a resent one is live again.
+func (r *shardReader) sent(d *delivery) {
+	if d == r.prepared {
+		r.prepared = nil
+		r.window = append(r.window, d)
+	}
+	d.state = stateSent
+}
+
+// settleWindow notes acks and nacks, prepares resends, and moves the watermark.
+func (r *shardReader) settleWindow(now time.Time) {
+	for _, d := range r.window {
+		if d.settle(now, r.sub.cfg.NackResendSleep) && d.state == stateNacked {
+			// A nacked message goes out again as a fresh message with the same UUID,
+			// metadata and payload; Watermill messages cannot be acked twice.
+			msg := d.msg.Copy()
+			fresh := r.newDelivery(msg, d.info)
+			d.msg, d.cancel = fresh.msg, fresh.cancel
+		}
+	}
+	done, seq := watermark(r.window)
+	if done > 0 {
+		clear(r.window[:done])
+		r.window = r.window[done:]
+		r.acked = seq
+	}
+}
+
+// cancelWindow cancels every message context still open; acks that arrive later are ignored.
+func (r *shardReader) cancelWindow() {
+	for _, d := range r.window {
+		d.cancel()
+	}
+	if r.prepared != nil {
+		r.prepared.cancel()
+	}
+}
+
+// initIterator gets the first iterator, retrying what may pass.
+func (r *shardReader) initIterator() error {
+	for attempt := 0; ; attempt++ {
+		it, err := r.getIterator(r.start)
+		if err == nil {
+			r.iterator = it
+			return nil
+		}
+		switch classify(err) {
+		case classThrottled, classTransient:
+			r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
+			if err := sleepCtx(r.ctx, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
+				return err
+			}
+		default:
+			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+		}
+	}
+}
+
+func (r *shardReader) getIterator(pos position) (string, error) {
+	in := &awskinesis.GetShardIteratorInput{StreamName: &r.sub.stream, ShardId: &r.shardID}
+	switch {
+	case pos.after != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = &pos.after
+	case pos.initial.Type == Latest:
+		in.ShardIteratorType = types.ShardIteratorTypeLatest
+	case pos.initial.Type == AtTimestamp:
+		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
+		ts := pos.initial.Timestamp
+		in.Timestamp = &ts
+	default:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	}
+	out, err := r.sub.cfg.Client.GetShardIterator(r.ctx, in)
+	if err != nil {
+		return "", err
+	}
+	if out.ShardIterator == nil {
+		return "", errors.New("GetShardIterator returned no iterator")
+	}
+	return *out.ShardIterator, nil
+}

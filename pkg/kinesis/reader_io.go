@@ -1,0 +1,222 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// fetch reads the next batch. Throttling and transient failures only postpone the next read
+// (same iterator, no rewind, nothing reaches the handler); an expired iterator is replaced
+// by one after the last record read. Only errors no retry can fix are returned.
+func (r *shardReader) fetch() error {
+	cfg := r.sub.cfg
+	limit := cfg.GetRecordsLimit
+	started := time.Now()
+	out, err := cfg.Client.GetRecords(r.ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
+	if err != nil {
+		return r.fetchFailed(err)
+	}
+	r.failures = 0
+	r.records, r.next = out.Records, 0
+	if out.MillisBehindLatest != nil {
+		r.behind = *out.MillisBehindLatest
+	}
+	if n := len(out.Records); n > 0 {
+		r.lastRead = deref(out.Records[n-1].SequenceNumber)
+	}
+	if out.NextShardIterator == nil {
+		r.ended, r.iterator = true, ""
+		return nil
+	}
+	r.iterator = *out.NextShardIterator
+	switch {
+	case len(out.Records) == 0 && r.behind == 0:
+		r.fetchAt = started.Add(cfg.PollInterval)
+	default:
+		// More may be waiting: read again as soon as Kinesis's per-shard rate allows.
+		r.fetchAt = started.Add(cfg.MinReadInterval)
+	}
+	return nil
+}
+
+func (r *shardReader) fetchFailed(err error) error {
+	r.failures++
+	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
+	switch classify(err) {
+	case classThrottled:
+		r.sub.logger.Debug("Read throttled; backing off", fields)
+		r.fetchAt = time.Now().Add(backoff(r.failures-1, 250*time.Millisecond, 5*time.Second))
+		return nil
+	case classTransient:
+		r.sub.logger.Info("Read failed; retrying", fields)
+		r.fetchAt = time.Now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
+		return nil
+	case classExpiredIterator:
+		// Resume right after the last record read: never LATEST (that skips records), never
+		// the checkpoint (that redelivers what is in flight).
+		pos := r.start
+		if r.lastRead != "" {
+			pos = position{after: r.lastRead}
+		}
+		it, gerr := r.getIterator(pos)
+		if gerr != nil {
+			if c := classify(gerr); c == classThrottled || c == classTransient {
+				r.fetchAt = time.Now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
+				return nil
+			}
+			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("replacing an expired iterator: %w", gerr)}
+		}
+		r.sub.logger.Debug("Iterator expired; replaced after the last record read", fields)
+		r.iterator = it
+		return nil
+	case classNotFound:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%w: %w", ErrStreamNotFound, err)}
+	default:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
+	}
+}
+
+// storeTimeout bounds one lease store call, so that a hung store cannot hold a reader past
+// the point where it must give the shard up.
+func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenewInterval }
+
+// renew proves this worker alive. A lost lease stops the reader at once; other failures are
+// retried at the next tick, and the lease deadline stops the reader if none succeeds in time.
+func (r *shardReader) renew() error {
+	sentAt := time.Now()
+	ctx, cancel := context.WithTimeout(r.ctx, r.storeTimeout())
+	defer cancel()
+	l, err := r.sub.cfg.LeaseStore.Renew(ctx, *r.held)
+	switch {
+	case err == nil:
+		r.held = &l
+		r.renewed = sentAt
+		r.timers.renewedAt(sentAt, r.sub.cfg)
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost):
+		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Renewing the lease failed; will retry", err, r.logFields())
+	return nil
+}
+
+// checkpoint writes the watermark if it moved. Checkpoint writes also renew the lease.
+func (r *shardReader) checkpoint(ctx context.Context) error {
+	if r.held == nil || r.acked == r.saved {
+		return nil
+	}
+	return r.writeCheckpoint(ctx, r.acked)
+}
+
+func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
+	sentAt := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.storeTimeout())
+	defer cancel()
+	l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+	switch {
+	case err == nil:
+		r.held, r.saved = &l, seq
+		r.renewed = sentAt
+		r.timers.renewedAt(sentAt, r.sub.cfg)
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost):
+		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
+	case ctx.Err() != nil && r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+	return nil
+}
+
+// giveUp writes the final checkpoint (SHARD_END if the shard is done) and releases the lease,
+// on a context of its own since the reader's is usually cancelled by now.
+func (r *shardReader) giveUp(shardEnded bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout)
+	defer cancel()
+	seq := r.acked
+	if shardEnded {
+		seq = lease.ShardEnd
+	}
+	if seq != "" && seq != r.saved {
+		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+		if err != nil {
+			r.sub.logger.Error("Final checkpoint failed; the next owner will redeliver since the last one", err,
+				r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+			if errors.Is(err, lease.ErrLeaseLost) {
+				return
+			}
+		} else {
+			r.held, r.saved = &l, seq
+		}
+	}
+	if _, err := r.sub.cfg.LeaseStore.Release(ctx, *r.held); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
+		r.sub.logger.Error("Releasing the lease failed; another worker takes it once it expires", err, r.logFields())
+	}
+}
+
+// readerTimers are a reader's tickers and timers; nil channels where a group is not used.
+type readerTimers struct {
+	renewTicker, checkpointTicker *time.Ticker
+	deadline, wake                *time.Timer
+	renew, checkpoint             <-chan time.Time
+	leaseDeadline                 <-chan time.Time
+}
+
+func (t *readerTimers) start(cfg SubscriberConfig, leased bool) {
+	if !leased {
+		return
+	}
+	t.renewTicker = time.NewTicker(cfg.LeaseRenewInterval)
+	t.checkpointTicker = time.NewTicker(cfg.CheckpointInterval)
+	t.deadline = time.NewTimer(leaseStopAfter(cfg))
+	t.renew, t.checkpoint, t.leaseDeadline = t.renewTicker.C, t.checkpointTicker.C, t.deadline.C
+}
+
+// leaseStopAfter is how long after its last successful renewal an owner stops delivering:
+// before LeaseDuration, so it stops before any other worker may judge the lease expired.
+func leaseStopAfter(cfg SubscriberConfig) time.Duration {
+	return cfg.LeaseDuration - cfg.LeaseDuration/5
+}
+
+func (t *readerTimers) renewedAt(at time.Time, cfg SubscriberConfig) {
+	if t.deadline != nil {
+		t.deadline.Reset(time.Until(at.Add(leaseStopAfter(cfg))))
+	}
+}
+
+// wakeAt returns a channel that fires at 'at' (nil for the zero time). One timer per reader
+// is reused.
+func (t *readerTimers) wakeAt(at time.Time) <-chan time.Time {
+	if at.IsZero() {
+		return nil
+	}
+	d := time.Until(at)
+	if t.wake == nil {
+		t.wake = time.NewTimer(d)
+	} else {
+		t.wake.Reset(d)
+	}
+	return t.wake.C
+}
+
+func (t *readerTimers) stop() {
+	for _, tk := range []*time.Ticker{t.renewTicker, t.checkpointTicker} {
+		if tk != nil {
+			tk.Stop()
+		}
+	}
+	for _, tm := range []*time.Timer{t.deadline, t.wake} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+}

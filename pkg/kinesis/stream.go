@@ -1,0 +1,115 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+	"unicode/utf8"
+
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Kinesis limits the driver checks itself before calling, so that bad input gets an error
+// naming the message instead of a rejected request (or, on some emulators, none at all).
+const (
+	maxStreamNameLength   = 128
+	maxPartitionKeyLength = 256                    // Unicode characters
+	maxRecordSize         = 1 << 20                // data + partition key, bytes
+	maxPutRecordsEntries  = 500                    // records per PutRecords call
+	maxPutRecordsSize     = 5 << 20                // data + keys per PutRecords call, bytes
+	minReadInterval       = 200 * time.Millisecond // Kinesis allows 5 reads per second per shard
+)
+
+// validateStreamName checks a stream name against Kinesis's rule [a-zA-Z0-9_.-]{1,128}.
+func validateStreamName(name string) error {
+	if name == "" {
+		return errors.New("kinesis: stream name (the topic) is empty")
+	}
+	if len(name) > maxStreamNameLength {
+		return fmt.Errorf("kinesis: stream name %q is %d characters long; Kinesis allows at most %d", name, len(name), maxStreamNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("kinesis: stream name %q has %q at byte %d; Kinesis allows only letters, digits, '_', '.' and '-'", name, rune(c), i)
+	}
+	return nil
+}
+
+// validatePartitionKey checks Kinesis's 1..256 Unicode characters.
+func validatePartitionKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: partition key is empty; Kinesis needs 1 to %d characters", ErrInvalidMessage, maxPartitionKeyLength)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: partition key %q is not valid UTF-8", ErrInvalidMessage, key)
+	}
+	if n := utf8.RuneCountInString(key); n > maxPartitionKeyLength {
+		return fmt.Errorf("%w: partition key is %d characters long; Kinesis allows at most %d", ErrInvalidMessage, n, maxPartitionKeyLength)
+	}
+	return nil
+}
+
+// ensureStream makes sure the stream exists and is ACTIVE, creating it with shards shards
+// when create is true. It waits for a stream being created, bounded by ctx.
+func ensureStream(ctx context.Context, client KinesisAPI, stream string, create bool, shards int32) error {
+	for attempt := 0; ; attempt++ {
+		out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		switch {
+		case err == nil:
+			if out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting {
+				return fmt.Errorf("kinesis: stream %q is being deleted", stream)
+			}
+			if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamStatus != types.StreamStatusCreating {
+				return nil
+			}
+		case classify(err) == classNotFound && create:
+			_, cerr := client.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
+			var inUse *types.ResourceInUseException
+			if cerr != nil && !errors.As(cerr, &inUse) {
+				return fmt.Errorf("kinesis: creating stream %q with %d shards: %w", stream, shards, cerr)
+			}
+		case classify(err) == classNotFound:
+			return fmt.Errorf("%w: %q (create it, or set CreateStream in the config): %w", ErrStreamNotFound, stream, err)
+		case classify(err) == classFatal:
+			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
+		}
+		if err := sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {
+			return fmt.Errorf("kinesis: waiting for stream %q to become active: %w", stream, err)
+		}
+	}
+}
+
+// backoff is capped exponential backoff with full jitter: a random wait in [d/2, d] where d
+// doubles from base up to max, so that many readers retrying at once spread out.
+func backoff(attempt int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 0; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// sleepCtx waits d or until ctx is done, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,155 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Subscriber reads Kinesis streams; the topic is the stream name. See SubscriberConfig for the
+// two modes (consumer group or not). It is safe for concurrent use.
+type Subscriber struct {
+	config SubscriberConfig
+	logger watermill.LoggerAdapter
+
+	// mu guards closed and subs: Subscribe registers a subscription and Close cancels every
+	// registered one, so none can slip past Close.
+	mu     sync.Mutex
+	closed bool
+	subs   map[*subscription]struct{}
+}
+
+var (
+	_ message.Subscriber           = (*Subscriber)(nil)
+	_ message.SubscribeInitializer = (*Subscriber)(nil)
+)
+
+// NewSubscriber checks the config, fills in defaults and returns a Subscriber. A nil logger
+// logs nothing.
+func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Subscriber, error) {
+	config.setDefaults()
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	return &Subscriber{config: config, logger: logger, subs: map[*subscription]struct{}{}}, nil
+}
+
+// Subscribe starts reading the stream named topic and returns the channel of its messages.
+// It returns once every shard reader it started holds its iterator, so a record published
+// after Subscribe returns is one this subscription will read. The channel is closed when ctx
+// is cancelled or the Subscriber is closed, after acked progress is checkpointed and leases
+// are released.
+//
+// Each shard's messages arrive in sequence order; the next is sent once the previous is
+// acked (see MaxInFlight). A nacked message is sent again after NackResendSleep.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if err := validateStreamName(topic); err != nil {
+		return nil, err
+	}
+	sub := newSubscription(ctx, s.config, s.logger, topic)
+	if !s.register(sub) {
+		sub.cancel()
+		return nil, ErrSubscriberClosed
+	}
+	err := s.ensureStream(sub.ctx, topic)
+	if err == nil {
+		err = sub.start()
+	}
+	if err != nil {
+		sub.shutdown()
+		s.unregister(sub)
+		if s.isClosed() {
+			return nil, fmt.Errorf("%w (while subscribing to stream %q: %w)", ErrSubscriberClosed, topic, err)
+		}
+		return nil, err
+	}
+	s.logger.Info("Subscribed", sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": len(sub.readers)}))
+	go func() {
+		sub.run()
+		s.unregister(sub)
+	}()
+	return sub.out, nil
+}
+
+// SubscribeInitialize creates the stream if it is missing and CreateStream is set; otherwise
+// it checks that the stream exists.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	if s.isClosed() {
+		return ErrSubscriberClosed
+	}
+	if err := validateStreamName(topic); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.config.CloseTimeout)
+	defer cancel()
+	return ensureStream(ctx, s.config.Client, topic, s.config.CreateStream, s.config.CreateStreamShards)
+}
+
+func (s *Subscriber) ensureStream(ctx context.Context, stream string) error {
+	if !s.config.CreateStream {
+		return nil // a missing stream shows up in ListShards, with no extra call
+	}
+	return ensureStream(ctx, s.config.Client, stream, true, s.config.CreateStreamShards)
+}
+
+func (s *Subscriber) register(sub *subscription) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.subs[sub] = struct{}{}
+	return true
+}
+
+func (s *Subscriber) unregister(sub *subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.subs, sub)
+}
+
+func (s *Subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops every subscription: each reader stops delivering, checkpoints what was acked
+// and releases its lease, and every output channel is closed before Close returns. Messages
+// delivered and not acked are redelivered to the shard's next reader. Close waits at most
+// CloseTimeout and is idempotent.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	subs := make([]*subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+
+	for _, sub := range subs {
+		sub.cancel()
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), s.config.CloseTimeout)
+	defer cancel()
+	var errs []error
+	for _, sub := range subs {
+		select {
+		case <-sub.done:
+		case <-deadline.Done():
+			errs = append(errs, fmt.Errorf("kinesis: subscription to stream %q did not stop within CloseTimeout (%s)", sub.stream, s.config.CloseTimeout))
+		}
+	}
+	return errors.Join(errs...)
+}

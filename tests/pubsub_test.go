@@ -1,0 +1,97 @@
+package tests_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// backend is one in-memory Kinesis and one lease store shared by every publisher and
+// subscriber of a suite run, as one AWS account and one lease table would be.
+type backend struct {
+	log    *memlog.Log
+	leases *lease.MemoryStore
+	shards int32
+}
+
+func newBackend(shards int32) *backend {
+	return &backend{log: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore(), shards: shards}
+}
+
+// subscriberConfig shortens the intervals that only set how fast an idle shard is polled and
+// how soon a released lease is taken; delivery semantics are the defaults'.
+func (b *backend) subscriberConfig(group string) kinesis.SubscriberConfig {
+	cfg := kinesis.SubscriberConfig{
+		Client:             b.log,
+		ConsumerGroup:      group,
+		CreateStream:       true,
+		CreateStreamShards: b.shards,
+		PollInterval:       20 * time.Millisecond,
+		MinReadInterval:    time.Millisecond,
+		NackResendSleep:    10 * time.Millisecond,
+		LeaseSyncInterval:  100 * time.Millisecond,
+		CheckpointInterval: 100 * time.Millisecond,
+	}
+	if group != "" {
+		cfg.LeaseStore = b.leases
+	}
+	return cfg
+}
+
+func (b *backend) pubSub(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	logger := watermill.NopLogger{}
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
+		Client:             b.log,
+		CreateStream:       true,
+		CreateStreamShards: b.shards,
+		RetryBackoff:       10 * time.Millisecond,
+	}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kinesis.NewSubscriber(b.subscriberConfig(group), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, sub
+}
+
+// TestPubSubConsumerGroups: consumer groups on 4-shard streams. Records of different
+// messages land on different shards, so order across the stream is not claimed.
+func TestPubSubConsumerGroups(t *testing.T) {
+	b := newBackend(4)
+	tests.TestPubSub(t,
+		tests.Features{ConsumerGroups: true, Persistent: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
+		b.pubSub,
+	)
+}
+
+// TestPubSubSingleShardOrdered: one shard, so every message of the stream is in one sequence
+// and the group delivers it in order, one message at a time.
+func TestPubSubSingleShardOrdered(t *testing.T) {
+	b := newBackend(1)
+	tests.TestPubSub(t,
+		tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
+		b.pubSub,
+	)
+}
+
+// TestPubSubNoGroup: without a consumer group every subscriber reads every shard from the
+// oldest record, so a new subscriber receives old messages.
+func TestPubSubNoGroup(t *testing.T) {
+	b := newBackend(4)
+	tests.TestPubSub(t,
+		tests.Features{Persistent: true, NewSubscriberReceivesOldMessages: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "") },
+		nil,
+	)
+}
