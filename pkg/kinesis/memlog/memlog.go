@@ -1,0 +1,123 @@
+// Package memlog is an in-memory Amazon Kinesis Data Streams behind the same method set as the
+// AWS SDK's Kinesis client.
+//
+// It exists so the driver, Watermill's universal suite, the fault suites and the quickstart run
+// the very code paths they run against AWS, with no account and no network, and fast. It is a
+// model of Kinesis rather than a queue: shards own ranges of the 128-bit hash key space, records
+// are routed by the MD5 of their partition key, sequence numbers are large decimal strings,
+// iterators are opaque, signed and expire, and requests are validated with the SDK's typed errors
+// and AWS's messages. A fault hook lets a test make any call fail, throttle or wait.
+//
+// The optFns argument of every method is accepted and ignored: it configures an SDK client
+// (retries, endpoints, credentials), which a Log does not have.
+package memlog
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config sets what a Log needs from its surroundings. The zero Config is ready to use.
+type Config struct {
+	// Now is the Log's clock. Tests inject one to expire iterators and NextTokens (5 minutes)
+	// and to control arrival timestamps without sleeping; it must be safe for concurrent use.
+	// Default time.Now.
+	Now func() time.Time
+
+	// Region is the region written into stream ARNs and required of the ARNs that requests
+	// carry, so ARN handling is exercised as on AWS. Default "us-east-1".
+	Region string
+
+	// AccountID is the account written into stream ARNs and error messages. Default
+	// "000000000000".
+	AccountID string
+
+	// ShardLimit caps the open shards of all streams of the Log, as the account's shard quota
+	// does on AWS (LimitExceededException). It is there so a wrong ShardCount cannot exhaust
+	// memory; the default, 10000, is far above AWS's default quota so tests never meet it.
+	ShardLimit int
+}
+
+const (
+	defaultRegion     = "us-east-1"
+	defaultAccountID  = "000000000000"
+	defaultShardLimit = 10000
+)
+
+// Log is one in-memory Kinesis "account in a region": a set of streams. It is safe for
+// concurrent use. Streams are found without locking; each shard has its own lock, so shards are
+// written and read in parallel.
+type Log struct {
+	now        func() time.Time
+	region     string
+	account    string
+	shardLimit int
+	sign       *signer
+
+	mu           sync.Mutex // serialises CreateStream and DeleteStream
+	incarnations uint64     // streams created so far; guarded by mu
+	streams      atomic.Pointer[map[string]*stream]
+
+	fault      atomic.Pointer[FaultFunc]
+	entryFault atomic.Pointer[EntryFaultFunc]
+}
+
+// New returns an empty Log (no streams) configured by cfg, with defaults for its zero fields.
+func New(cfg Config) *Log {
+	l := &Log{
+		now:        cfg.Now,
+		region:     cfg.Region,
+		account:    cfg.AccountID,
+		shardLimit: cfg.ShardLimit,
+		sign:       newSigner(),
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.region == "" {
+		l.region = defaultRegion
+	}
+	if l.account == "" {
+		l.account = defaultAccountID
+	}
+	if l.shardLimit <= 0 {
+		l.shardLimit = defaultShardLimit
+	}
+	l.streams.Store(&map[string]*stream{})
+	return l
+}
+
+// lookup returns the live stream called name, or nil.
+func (l *Log) lookup(name string) *stream {
+	return (*l.streams.Load())[name]
+}
+
+// before runs the fault hook, then refuses to start a call whose context is already done, as the
+// SDK does. It is the first thing every operation does.
+func (l *Log) before(ctx context.Context, call Call) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f := l.fault.Load(); f != nil && *f != nil {
+		if err := (*f)(ctx, call); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// isTrue reads an optional request flag such as DryRun.
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// deref reads an optional string, "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ptr returns a pointer to a copy of v, so callers cannot reach the Log's own memory.
+func ptr[T any](v T) *T { return &v }
