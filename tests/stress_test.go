@@ -26,3 +26,12 @@ func TestPubSubStressSingleShardOrdered(t *testing.T) {
 		b.pubSub,
 	)
 }
+
+func TestPubSubStressNoGroup(t *testing.T) {
+	b := newBackend(4)
+	tests.TestPubSubStressTest(t,
+		tests.Features{Persistent: true, NewSubscriberReceivesOldMessages: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "") },
+		nil,
+	)
+}

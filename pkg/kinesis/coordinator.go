@@ -207,7 +207,7 @@ func (c *subscription) startUnleased() []*shardReader {
 			continue
 		}
 		pos := position{after: c.progress[id], initial: c.cfg.InitialPosition}
-		started = append(started, c.startReader(id, pos, nil))
+		started = append(started, c.startReader(id, pos, nil, time.Time{}))
 	}
 	return started
 }
@@ -245,6 +245,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		if c.readers[l.ShardID] != nil || !c.takeable(l, now) {
 			continue
 		}
+		takenAt := time.Now()
 		taken, err := c.cfg.LeaseStore.Take(c.ctx, l, me)
 		if err != nil {
 			c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
@@ -253,7 +254,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		c.leases[l.ShardID] = taken
 		held++
 		pos := position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}
-		started = append(started, c.startReader(l.ShardID, pos, &taken))
+		started = append(started, c.startReader(l.ShardID, pos, &taken, takenAt))
 	}
 	return started, nil
 }
@@ -287,12 +288,12 @@ func (c *subscription) parentsDone(parents []string) bool {
 	return true
 }
 
-func (c *subscription) startReader(shardID string, pos position, held *lease.Lease) *shardReader {
+func (c *subscription) startReader(shardID string, pos position, held *lease.Lease, takenAt time.Time) *shardReader {
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &shardReader{
 		sub: c, shardID: shardID, ctx: ctx, cancel: cancel,
 		lost: make(chan struct{}), ready: make(chan error, 1),
-		start: pos, held: held,
+		start: pos, held: held, renewed: takenAt,
 	}
 	if held != nil {
 		r.generation = held.Generation

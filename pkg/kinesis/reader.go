@@ -58,7 +58,7 @@ type shardReader struct {
 	saved    string         // last checkpoint written
 	fetchAt  time.Time      // the earliest time the next GetRecords may be sent
 	failures int            // consecutive failed reads, for backoff
-	renewed  time.Time      // when the last successful renewal was sent
+	renewed  time.Time      // when the last successful renewal (at first: the take) was sent
 	timers   readerTimers
 }
 
@@ -98,8 +98,7 @@ func (r *shardReader) run() {
 		return
 	}
 	r.ready <- nil
-	r.timers.start(r.sub.cfg, r.held != nil)
-	r.renewed = time.Now()
+	r.timers.start(r.sub.cfg, r.held != nil, r.renewed)
 	exit.shardEnded, exit.err = r.loop()
 	if exit.err != nil && !errors.Is(exit.err, context.Canceled) {
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())

@@ -171,13 +171,15 @@ type readerTimers struct {
 	leaseDeadline                 <-chan time.Time
 }
 
-func (t *readerTimers) start(cfg SubscriberConfig, leased bool) {
+// start starts the lease timers; the stop deadline counts from taken, when the take was sent,
+// since others may have started timing the lease from then.
+func (t *readerTimers) start(cfg SubscriberConfig, leased bool, taken time.Time) {
 	if !leased {
 		return
 	}
 	t.renewTicker = time.NewTicker(cfg.LeaseRenewInterval)
 	t.checkpointTicker = time.NewTicker(cfg.CheckpointInterval)
-	t.deadline = time.NewTimer(leaseStopAfter(cfg))
+	t.deadline = time.NewTimer(time.Until(taken.Add(leaseStopAfter(cfg))))
 	t.renew, t.checkpoint, t.leaseDeadline = t.renewTicker.C, t.checkpointTicker.C, t.deadline.C
 }
 
