@@ -1,0 +1,162 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+)
+
+func keyed(keys ...string) []*pendingRecord {
+	out := make([]*pendingRecord, len(keys))
+	for i, k := range keys {
+		out[i] = &pendingRecord{index: i, entry: types.PutRecordsRequestEntry{PartitionKey: &k}, size: 10}
+	}
+	return out
+}
+
+func indexes(round []*pendingRecord) string {
+	var b strings.Builder
+	for _, r := range round {
+		fmt.Fprint(&b, r.index)
+	}
+	return b.String()
+}
+
+func TestRounds(t *testing.T) {
+	tests := []struct {
+		keys []string
+		want []string // record indexes per round
+	}{
+		{nil, nil},
+		{[]string{"a", "b", "c"}, []string{"012"}},
+		{[]string{"a", "a", "a"}, []string{"0", "1", "2"}},
+		{[]string{"a", "b", "a", "c", "b", "a"}, []string{"013", "24", "5"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, round := range rounds(keyed(tt.keys...)) {
+			got = append(got, indexes(round))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("rounds(%v) = %v, want %v", tt.keys, got, tt.want)
+		}
+	}
+}
+
+func TestBatchesRespectCountAndSize(t *testing.T) {
+	many := keyed(make([]string, 1201)...)
+	if got := batches(many); len(got) != 3 || len(got[0]) != 500 || len(got[2]) != 201 {
+		t.Fatalf("1201 records: %d batches", len(got))
+	}
+	big := keyed("a", "b", "c", "d", "e", "f")
+	for _, r := range big {
+		r.size = 2 << 20 // 2 MiB each: two fit under 5 MiB
+	}
+	got := batches(big)
+	if len(got) != 3 {
+		t.Fatalf("6 x 2 MiB: %d batches, want 3", len(got))
+	}
+	for _, b := range got {
+		size := 0
+		for _, r := range b {
+			size += r.size
+		}
+		if size > maxPutRecordsSize {
+			t.Fatalf("batch of %d bytes exceeds 5 MiB", size)
+		}
+	}
+}
+
+func TestWatermark(t *testing.T) {
+	d := func(seq string, s deliveryState) *delivery { return &delivery{seq: seq, state: s} }
+	tests := []struct {
+		name    string
+		window  []*delivery
+		done    int
+		seqWant string
+	}{
+		{"empty", nil, 0, ""},
+		{"oldest unacked holds it", []*delivery{d("1", stateSent), d("2", stateAcked)}, 0, ""},
+		{"acked prefix", []*delivery{d("1", stateAcked), d("2", stateAcked), d("3", stateSent), d("4", stateAcked)}, 2, "2"},
+		{"nacked holds it", []*delivery{d("1", stateAcked), d("2", stateNacked)}, 1, "1"},
+		{"all acked", []*delivery{d("1", stateAcked), d("2", stateAcked)}, 2, "2"},
+	}
+	for _, tt := range tests {
+		done, seq := watermark(tt.window)
+		if done != tt.done || seq != tt.seqWant {
+			t.Errorf("%s: watermark = %d %q, want %d %q", tt.name, done, seq, tt.done, tt.seqWant)
+		}
+	}
+}
+
+func TestSettle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	newDelivery := func() (*delivery, *bool) {
+		cancelled := false
+		return &delivery{msg: message.NewMessage("id", nil), cancel: func() { cancelled = true }}, &cancelled
+	}
+	d, cancelled := newDelivery()
+	if d.settle(now, time.Second) || *cancelled {
+		t.Fatal("an unsettled message must stay sent")
+	}
+	d.msg.Ack()
+	if !d.settle(now, time.Second) || d.state != stateAcked || !*cancelled {
+		t.Fatal("ack must settle and cancel the context")
+	}
+	d, cancelled = newDelivery()
+	d.msg.Nack()
+	if !d.settle(now, time.Second) || d.state != stateNacked || !d.resendAt.Equal(now.Add(time.Second)) || !*cancelled {
+		t.Fatalf("nack: state %v resendAt %v", d.state, d.resendAt)
+	}
+	d, _ = newDelivery()
+	d.msg.Nack()
+	d.settle(now, NoSleep)
+	if !d.resendAt.Equal(now) {
+		t.Fatal("NoSleep must resend at once")
+	}
+}
+
+type fakeAPIError struct {
+	code  string
+	fault smithy.ErrorFault
+}
+
+func (e fakeAPIError) Error() string                 { return e.code }
+func (e fakeAPIError) ErrorCode() string             { return e.code }
+func (e fakeAPIError) ErrorMessage() string          { return e.code }
+func (e fakeAPIError) ErrorFault() smithy.ErrorFault { return e.fault }
+
+func TestClassify(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("call: %w", err) }
+	tests := []struct {
+		err  error
+		want errorClass
+	}{
+		{&types.ProvisionedThroughputExceededException{}, classThrottled},
+		{wrap(&types.LimitExceededException{}), classThrottled},
+		{&types.KMSThrottlingException{}, classThrottled},
+		{fakeAPIError{"ThrottlingException", smithy.FaultClient}, classThrottled},
+		{&types.InternalFailureException{}, classTransient},
+		{fakeAPIError{"ServiceUnavailable", smithy.FaultServer}, classTransient},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, classTransient},
+		{wrap(&types.ExpiredIteratorException{}), classExpiredIterator},
+		{&types.ResourceNotFoundException{}, classNotFound},
+		{&types.InvalidArgumentException{}, classFatal},
+		{&types.AccessDeniedException{}, classFatal},
+		{fakeAPIError{"UnrecognizedClientException", smithy.FaultClient}, classFatal},
+		{wrap(context.Canceled), classFatal},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err); got != tt.want {
+			t.Errorf("classify(%T %v) = %d, want %d", tt.err, tt.err, got, tt.want)
+		}
+	}
+}
