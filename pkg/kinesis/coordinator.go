@@ -259,10 +259,11 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	return started, nil
 }
 
-// takeable: free, expired or (after a restart with the same WorkerID) ours; not finished;
-// and its parents finished, which keeps each key's records in order across a reshard.
+// takeable: a listed shard, not finished; free, expired or (after a restart with the same
+// WorkerID) ours; and its parents finished, which keeps each key's records in order across a
+// reshard.
 func (c *subscription) takeable(l lease.Lease, now time.Time) bool {
-	if l.Checkpoint == lease.ShardEnd {
+	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd {
 		return false
 	}
 	if l.Owner != c.cfg.WorkerID && !c.tracker.Available(l, now, c.cfg.LeaseDuration) {
