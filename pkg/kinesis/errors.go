@@ -26,6 +26,9 @@ var (
 	// ErrStreamNotFound means the stream does not exist. Create it, or set the CreateStream
 	// option so that the driver creates it.
 	ErrStreamNotFound = errors.New("kinesis: stream not found")
+	// ErrInvalidStreamName is matched by errors about a topic that is not a valid Kinesis
+	// stream name ([a-zA-Z0-9_.-], 1 to 128 characters).
+	ErrInvalidStreamName = errors.New("kinesis: invalid stream name")
 	// ErrInvalidMessage is matched by every error about a message that cannot be published
 	// as it is (bad partition key, record too large, nil message).
 	ErrInvalidMessage = errors.New("kinesis: invalid message")

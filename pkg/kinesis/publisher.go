@@ -190,6 +190,7 @@ func (p *Publisher) writeRound(stream string, round []*pendingRecord) error {
 func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 	ctx := batch[0].msg.Context()
 	entries := make([]types.PutRecordsRequestEntry, 0, len(batch))
+	permanent := 0 // records rejected with an entry error that no retry can fix
 	for attempt := 0; ; attempt++ {
 		entries = entries[:0]
 		for _, r := range batch {
@@ -205,9 +206,14 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 			markFailed(batch, p.callError(stream, err))
 			return err
 		default:
-			retry = p.failedEntries(batch, out)
+			var n int
+			retry, n = p.failedEntries(batch, out)
+			permanent += n
 		}
 		if len(retry) == 0 {
+			if permanent > 0 {
+				return fmt.Errorf("kinesis: %d record(s) rejected with an entry error that a retry cannot fix", permanent)
+			}
 			return nil
 		}
 		if attempt >= p.config.MaxRetries {
@@ -215,17 +221,18 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 		}
 		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": stream, "records": len(retry), "attempt": attempt + 1})
 		if err := sleepCtx(ctx, backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
-			markFailed(retry, err)
+			for _, r := range retry {
+				r.err = fmt.Errorf("%w while waiting to retry (last attempt: %w)", err, r.err)
+			}
 			return err
 		}
 		batch = retry
 	}
 }
 
-// failedEntries returns the records whose entries failed, recording each one's error;
-// a non-retryable entry error is kept and not retried.
-func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) []*pendingRecord {
-	var retry []*pendingRecord
+// failedEntries returns the records whose entries failed with an error a retry may fix, and
+// counts those that failed for good; each failed record keeps its error.
+func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) (retry []*pendingRecord, permanent int) {
 	for i, r := range batch {
 		if i >= len(out.Records) {
 			r.err = errors.New("kinesis: PutRecords returned fewer results than records sent")
@@ -238,16 +245,18 @@ func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRec
 			continue
 		}
 		r.err = fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
+		if !retryableEntryCode(*res.ErrorCode) {
+			permanent++
+			continue
+		}
 		retry = append(retry, r)
 	}
-	return retry
+	return retry, permanent
 }
 
 func markFailed(records []*pendingRecord, err error) {
 	for _, r := range records {
-		if r.err == nil {
-			r.err = err
-		}
+		r.err = err
 	}
 }
 

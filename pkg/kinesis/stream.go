@@ -26,17 +26,17 @@ const (
 // validateStreamName checks a stream name against Kinesis's rule [a-zA-Z0-9_.-]{1,128}.
 func validateStreamName(name string) error {
 	if name == "" {
-		return errors.New("kinesis: stream name (the topic) is empty")
+		return fmt.Errorf("%w: the stream name (the topic) is empty", ErrInvalidStreamName)
 	}
 	if len(name) > maxStreamNameLength {
-		return fmt.Errorf("kinesis: stream name %q is %d characters long; Kinesis allows at most %d", name, len(name), maxStreamNameLength)
+		return fmt.Errorf("%w: %q is %d characters long; Kinesis allows at most %d", ErrInvalidStreamName, name, len(name), maxStreamNameLength)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' {
 			continue
 		}
-		return fmt.Errorf("kinesis: stream name %q has %q at byte %d; Kinesis allows only letters, digits, '_', '.' and '-'", name, rune(c), i)
+		return fmt.Errorf("%w: %q has %q at byte %d; Kinesis allows only letters, digits, '_', '.' and '-'", ErrInvalidStreamName, name, rune(c), i)
 	}
 	return nil
 }
