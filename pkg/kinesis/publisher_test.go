@@ -325,6 +325,9 @@ func TestPublish_InvalidInputIsRejectedBeforeAnyCall(t *testing.T) {
 				if errors.Is(err, kinesis.ErrInvalidMessage) || len(pubMessageErrors(err)) != 0 {
 					t.Errorf("a bad stream name is reported as a bad message: %v", err)
 				}
+				if !errors.Is(err, kinesis.ErrInvalidStreamName) {
+					t.Errorf("errors.Is(%v, ErrInvalidStreamName) = false", err)
+				}
 			} else {
 				if !errors.Is(err, kinesis.ErrInvalidMessage) {
 					t.Errorf("errors.Is(%v, ErrInvalidMessage) = false", err)
