@@ -1,0 +1,730 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client the DynamoDBStore uses. *dynamodb.Client
+// implements it; tests wrap it to inject faults.
+type DynamoDBAPI interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+
+// ErrTableNotFound is returned by NewDynamoDBStore when the lease table does not exist and
+// DynamoDBConfig.CreateTable is off.
+var ErrTableNotFound = errors.New("lease table not found")
+
+// DefaultCreateTableTimeout is how long NewDynamoDBStore waits for a table it creates to become
+// ACTIVE when DynamoDBConfig.CreateTableTimeout is zero.
+const DefaultCreateTableTimeout = 2 * time.Minute
+
+// Attribute names of the lease table; see DynamoDBStore for what each holds.
+const (
+	attrPK           = "pk"
+	attrShardID      = "shard_id"
+	attrGroup        = "group"
+	attrStream       = "stream"
+	attrOwner        = "owner"
+	attrGeneration   = "generation"
+	attrCounter      = "counter"
+	attrCheckpoint   = "checkpoint"
+	attrParents      = "parents"
+	attrPendingOwner = "pending_owner"
+)
+
+// pkSeparator joins stream and group in the partition key. Kinesis stream names consist of
+// [a-zA-Z0-9_.-], so the first separator in a key always ends the stream name.
+const pkSeparator = "|"
+
+// DynamoDBConfig configures a DynamoDBStore.
+type DynamoDBConfig struct {
+	// Client is the DynamoDB client, normally a *dynamodb.Client. Required.
+	Client DynamoDBAPI
+	// TableName is the lease table: 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'.
+	// Required. One table can hold the leases of many consumer groups and streams.
+	TableName string
+	// CreateTable makes NewDynamoDBStore create the table (on-demand capacity,
+	// PAY_PER_REQUEST) when it does not exist, and wait until it is ACTIVE. Default false: a
+	// missing table is an error (ErrTableNotFound), for deployments that manage tables
+	// themselves.
+	CreateTable bool
+	// CreateTableTimeout bounds how long NewDynamoDBStore waits for the table to become ACTIVE
+	// (including its creation) when it is being created. Default (zero): 2 minutes
+	// (DefaultCreateTableTimeout). Must not be negative.
+	CreateTableTimeout time.Duration
+}
+
+func (c *DynamoDBConfig) setDefaults() {
+	if c.CreateTableTimeout == 0 {
+		c.CreateTableTimeout = DefaultCreateTableTimeout
+	}
+}
+
+var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// Validate reports every problem of the configuration at once (errors.Join). Zero values that
+// have a default are valid.
+func (c DynamoDBConfig) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("DynamoDBConfig.Client is nil"))
+	}
+	switch {
+	case c.TableName == "":
+		errs = append(errs, errors.New("DynamoDBConfig.TableName is empty"))
+	case !tableNamePattern.MatchString(c.TableName):
+		errs = append(errs, fmt.Errorf(
+			"DynamoDBConfig.TableName %q is not a valid DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.')",
+			c.TableName))
+	}
+	if c.CreateTableTimeout < 0 {
+		errs = append(errs, fmt.Errorf("DynamoDBConfig.CreateTableTimeout is negative (%v)", c.CreateTableTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// DynamoDBStore is a Store kept in a DynamoDB table. It applies the same conditions as
+// MemoryStore, each write as one conditional PutItem or UpdateItem, and passes the same
+// conformance suite (package leasetest). Reads (List, and the read that tells a failed Take's
+// cause) are strongly consistent. It keeps no state besides its configuration and is safe for
+// concurrent use.
+//
+// # Table layout
+//
+// One item per lease. The leases of one consumer group on one stream share a partition, so List
+// is one Query (paged) of one partition, ordered by the sort key.
+//
+//	attribute      type  contents
+//	pk             S     partition key: stream name + "|" + consumer group, e.g. "orders|billing"
+//	                     (stream names cannot contain '|', so the first '|' ends the stream)
+//	shard_id       S     sort key: the shard id, e.g. "shardId-000000000003"
+//	group          S     the consumer group
+//	stream         S     the stream name
+//	owner          S     the worker that holds the lease; absent while the lease is free
+//	generation     N     changes whenever the owner changes (take, release); fences old owners
+//	counter        N     incremented by every write; an owner that renews keeps it moving
+//	checkpoint     S     the last sequence number the group finished, or SHARD_END; absent
+//	                     before the group finished any record of the shard
+//	parents        L     the parent shard ids (strings) after a split or merge; absent when none
+//	pending_owner  S     a worker that asked for the lease to be handed over; absent when none
+//
+// A table can be created by hand (any capacity mode) with partition key "pk" (string) and sort
+// key "shard_id" (string); NewDynamoDBStore checks that key schema. Items are never deleted by
+// the store.
+type DynamoDBStore struct {
+	client DynamoDBAPI
+	table  string
+	// queryLimit, when positive, caps the items per Query page (tests use it to force paging).
+	queryLimit int32
+}
+
+var _ Store = (*DynamoDBStore)(nil)
+
+// NewDynamoDBStore validates cfg, checks that the lease table exists with the expected key
+// schema (creating it first and waiting until it is ACTIVE if cfg.CreateTable is set) and
+// returns a store on it. A missing table with CreateTable off is ErrTableNotFound.
+func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid DynamoDB lease store config: %w", err)
+	}
+	s := &DynamoDBStore{client: cfg.Client, table: cfg.TableName}
+	desc, err := s.prepareTable(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeySchema(cfg.TableName, desc); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// TableName is the lease table's name.
+func (s *DynamoDBStore) TableName() string { return s.table }
+
+// prepareTable describes the table, creates it if it is missing and allowed to, and waits while
+// it is being created. It returns the description of a usable table.
+func (s *DynamoDBStore) prepareTable(ctx context.Context, cfg DynamoDBConfig) (*types.TableDescription, error) {
+	desc, err := s.describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if desc == nil {
+		if !cfg.CreateTable {
+			return nil, fmt.Errorf(
+				"%w: DynamoDB table %q does not exist; create it (partition key %q, sort key %q, both strings) or set DynamoDBConfig.CreateTable",
+				ErrTableNotFound, s.table, attrPK, attrShardID)
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, cfg.CreateTableTimeout)
+		defer cancel()
+		if err := s.create(waitCtx); err != nil {
+			return nil, err
+		}
+		return s.waitUsable(waitCtx, cfg.CreateTableTimeout)
+	}
+	if desc.TableStatus == types.TableStatusCreating {
+		// Someone else is creating it (another instance starting at the same time).
+		waitCtx, cancel := context.WithTimeout(ctx, cfg.CreateTableTimeout)
+		defer cancel()
+		return s.waitUsable(waitCtx, cfg.CreateTableTimeout)
+	}
+	if !usable(desc.TableStatus) {
+		return nil, fmt.Errorf("DynamoDB lease table %q is %s, not ACTIVE", s.table, desc.TableStatus)
+	}
+	return desc, nil
+}
+
+// describe returns the table's description, or nil if the table does not exist.
+func (s *DynamoDBStore) describe(ctx context.Context) (*types.TableDescription, error) {
+	out, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("describing DynamoDB lease table %q: %w", s.table, err)
+	case out == nil || out.Table == nil:
+		return nil, fmt.Errorf("describing DynamoDB lease table %q: the answer has no table description", s.table)
+	}
+	return out.Table, nil
+}
+
+// create creates the table with on-demand capacity. A table created meanwhile by someone else
+// (ResourceInUseException) is fine: its key schema is checked like any existing table's.
+func (s *DynamoDBStore) create(ctx context.Context) error {
+	_, err := s.client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(s.table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrShardID), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrShardID), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating DynamoDB lease table %q: %w", s.table, err)
+	}
+	return nil
+}
+
+// Polling bounds of waitUsable.
+const (
+	tableWaitFirst = 20 * time.Millisecond
+	tableWaitMax   = 2 * time.Second
+)
+
+// waitUsable polls DescribeTable, backing off, until the table is ACTIVE (or UPDATING, which is
+// usable too) or ctx ends. A table that is not found yet is waited for, as DescribeTable may
+// lag behind CreateTable.
+func (s *DynamoDBStore) waitUsable(ctx context.Context, timeout time.Duration) (*types.TableDescription, error) {
+	delay := tableWaitFirst
+	status := "not found"
+	for {
+		desc, err := s.describe(ctx)
+		if err != nil && ctx.Err() == nil {
+			return nil, err
+		}
+		if err == nil && desc != nil {
+			status = string(desc.TableStatus)
+			switch {
+			case usable(desc.TableStatus):
+				return desc, nil
+			case desc.TableStatus != types.TableStatusCreating:
+				return nil, fmt.Errorf("DynamoDB lease table %q is %s, not ACTIVE", s.table, desc.TableStatus)
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("DynamoDB lease table %q is not ACTIVE (last status: %s) within DynamoDBConfig.CreateTableTimeout %v or before the context ended: %w",
+				s.table, status, timeout, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(2*delay, tableWaitMax)
+	}
+}
+
+func usable(st types.TableStatus) bool {
+	return st == types.TableStatusActive || st == types.TableStatusUpdating
+}
+
+// checkKeySchema fails unless the table's key is pk (HASH, string) and shard_id (RANGE, string),
+// which is what every item the store writes and every query it runs assume.
+func checkKeySchema(table string, desc *types.TableDescription) error {
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, d := range desc.AttributeDefinitions {
+		attrTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	var parts []string
+	for _, k := range desc.KeySchema {
+		name := aws.ToString(k.AttributeName)
+		parts = append(parts, fmt.Sprintf("%s (%s, %s)", name, k.KeyType, attrTypes[name]))
+	}
+	want := []string{attrPK + " (HASH, S)", attrShardID + " (RANGE, S)"}
+	if strings.Join(parts, ", ") == strings.Join(want, ", ") {
+		return nil
+	}
+	got := strings.Join(parts, ", ")
+	if got == "" {
+		got = "none"
+	}
+	return fmt.Errorf("DynamoDB table %q has key schema %s, want %s: it was not made for leases; use another DynamoDBConfig.TableName",
+		table, got, strings.Join(want, ", "))
+}
+
+// validateDynamoKey is validateKey plus what this table's keys need: the stream name must not
+// contain the separator of the partition key, or two (stream, group) pairs could share one.
+func validateDynamoKey(op string, key Key, checkShard bool) error {
+	if err := validateKey(op, key, checkShard); err != nil {
+		return err
+	}
+	if strings.Contains(key.Stream, pkSeparator) {
+		return fmt.Errorf("lease %s of %s: %w: the stream name contains %q, which is not valid in a Kinesis stream name",
+			op, key, errInvalidKey, pkSeparator)
+	}
+	return nil
+}
+
+// before runs the checks every operation shares, as MemoryStore.before does: the caller's input,
+// then whether the caller still wants the answer (a cancelled call is never sent).
+func (s *DynamoDBStore) before(ctx context.Context, op string, key Key, checkShard bool) error {
+	if err := validateDynamoKey(op, key, checkShard); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lease %s of %s: %w", op, key, err)
+	}
+	return nil
+}
+
+// callErr wraps an error of a DynamoDB call, naming the operation, the lease and the table.
+func (s *DynamoDBStore) callErr(op string, key Key, err error) error {
+	return fmt.Errorf("lease %s of %s in DynamoDB table %q: %w", op, key, s.table, err)
+}
+
+// malformedErr reports an item that is not a lease this store could have written.
+func (s *DynamoDBStore) malformedErr(op string, key Key, err error) error {
+	return fmt.Errorf("lease %s of %s: DynamoDB table %q holds a malformed item: %w", op, key, s.table, err)
+}
+
+func partitionKey(group, stream string) string { return stream + pkSeparator + group }
+
+func keyItem(key Key) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK:      &types.AttributeValueMemberS{Value: partitionKey(key.Group, key.Stream)},
+		attrShardID: &types.AttributeValueMemberS{Value: key.ShardID},
+	}
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// Create implements Store: one PutItem conditioned on attribute_not_exists(pk).
+func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
+	key := l.Key()
+	if err := s.before(ctx, OpCreate, key, true); err != nil {
+		return Lease{}, err
+	}
+	stored := l.Clone()
+	stored.Generation = 0
+	stored.Counter = 1
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(s.table),
+		Item:                     leaseToItem(stored),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	})
+	switch {
+	case isConditionFailed(err):
+		return Lease{}, &ConditionError{Op: OpCreate, Key: key, Err: ErrLeaseExists}
+	case err != nil:
+		return Lease{}, s.callErr(OpCreate, key, err)
+	}
+	return stored.Clone(), nil
+}
+
+// List implements Store: a strongly consistent Query of the (stream, group) partition, read
+// page by page.
+func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease, error) {
+	key := Key{Group: group, Stream: stream}
+	if err := s.before(ctx, OpList, key, false); err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: partitionKey(group, stream)},
+		},
+	}
+	if s.queryLimit > 0 {
+		in.Limit = aws.Int32(s.queryLimit)
+	}
+	out := []Lease{}
+	for {
+		page, err := s.client.Query(ctx, in)
+		if err != nil {
+			return nil, s.callErr(OpList, key, err)
+		}
+		if page == nil {
+			return nil, s.callErr(OpList, key, errors.New("Query returned no page"))
+		}
+		for _, item := range page.Items {
+			l, err := leaseFromItem(item)
+			if err == nil && (l.Group != group || l.Stream != stream) {
+				err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
+					l.Group, l.Stream, group, stream)
+			}
+			if err != nil {
+				k := key
+				if sv, ok := item[attrShardID].(*types.AttributeValueMemberS); ok {
+					k.ShardID = sv.Value
+				}
+				return nil, s.malformedErr(OpList, k, err)
+			}
+			out = append(out, l)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	// DynamoDB returns a partition in sort key order (by UTF-8 bytes, as Go compares strings);
+	// sorting again costs little and does not depend on that.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ShardID < out[j].ShardID })
+	return out, nil
+}
+
+// Take implements Store: one UpdateItem conditioned on the observed owner, generation and
+// counter. When the condition fails, a strongly consistent GetItem tells ErrLeaseNotFound from
+// ErrLeaseChanged.
+func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) (Lease, error) {
+	key := observed.Key()
+	if err := s.before(ctx, OpTake, key, true); err != nil {
+		return Lease{}, err
+	}
+	if owner == "" {
+		// As in MemoryStore: a take to nobody would be a release by another name.
+		return Lease{}, fmt.Errorf("lease %s of %s: the new owner is empty", OpTake, key)
+	}
+	names := map[string]string{
+		"#pk": attrPK, "#owner": attrOwner, "#gen": attrGeneration, "#ctr": attrCounter,
+		"#pend": attrPendingOwner,
+	}
+	values := map[string]types.AttributeValue{
+		":g":   numberValue(observed.Generation),
+		":c":   numberValue(observed.Counter),
+		":new": &types.AttributeValueMemberS{Value: owner},
+		":one": numberValue(1),
+	}
+	cond := "attribute_exists(#pk) AND #gen = :g AND #ctr = :c AND "
+	if observed.Owner == "" {
+		cond += "attribute_not_exists(#owner)"
+	} else {
+		cond += "#owner = :o"
+		values[":o"] = &types.AttributeValueMemberS{Value: observed.Owner}
+	}
+	l, failed, err := s.update(ctx, OpTake, key,
+		"SET #owner = :new, #gen = #gen + :one, #ctr = #ctr + :one REMOVE #pend", cond, names, values)
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: OpTake, Key: key, Err: s.whyTakeFailed(ctx, key)}
+}
+
+// whyTakeFailed reads the lease back after a failed take: ErrLeaseNotFound if it is gone,
+// ErrLeaseChanged otherwise. If the read fails, the take still did not apply; the answer is then
+// ErrLeaseChanged (a lease that is gone has changed too, and the caller lists again either way)
+// with the read's error in the message.
+func (s *DynamoDBStore) whyTakeFailed(ctx context.Context, key Key) error {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyItem(key),
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (reading it back from DynamoDB table %q to tell whether it still exists failed: %v)",
+			ErrLeaseChanged, s.table, err)
+	case out == nil || len(out.Item) == 0:
+		return ErrLeaseNotFound
+	default:
+		return ErrLeaseChanged
+	}
+}
+
+// ownerCondition is the condition of the owner's own writes: it still owns the lease, in the
+// same generation. It implies that the lease exists.
+const ownerCondition = "#owner = :me AND #gen = :g"
+
+// ownerUpdate runs an owner-side write (Renew, Checkpoint, Release) conditioned on held's owner
+// and generation. Any failed condition is ErrLeaseLost: whether the lease is gone, free or owned
+// by someone else, the owner's reaction is the same, so no read is spent telling them apart.
+func (s *DynamoDBStore) ownerUpdate(ctx context.Context, op string, held Lease, set string,
+	names map[string]string, values map[string]types.AttributeValue,
+) (Lease, error) {
+	key := held.Key()
+	if held.Owner == "" {
+		// A free lease is held by nobody (MemoryStore's holds); there is nothing to ask.
+		return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
+	}
+	names["#owner"] = attrOwner
+	names["#gen"] = attrGeneration
+	values[":me"] = &types.AttributeValueMemberS{Value: held.Owner}
+	values[":g"] = numberValue(held.Generation)
+	l, failed, err := s.update(ctx, op, key, set, ownerCondition, names, values)
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
+}
+
+// Renew implements Store: counter + 1, conditioned on owner and generation.
+func (s *DynamoDBStore) Renew(ctx context.Context, held Lease) (Lease, error) {
+	if err := s.before(ctx, OpRenew, held.Key(), true); err != nil {
+		return Lease{}, err
+	}
+	return s.ownerUpdate(ctx, OpRenew, held, "SET #ctr = #ctr + :one",
+		map[string]string{"#ctr": attrCounter},
+		map[string]types.AttributeValue{":one": numberValue(1)})
+}
+
+// Checkpoint implements Store: checkpoint set and counter + 1, conditioned on owner and
+// generation.
+func (s *DynamoDBStore) Checkpoint(ctx context.Context, held Lease, checkpoint string) (Lease, error) {
+	key := held.Key()
+	if err := s.before(ctx, OpCheckpoint, key, true); err != nil {
+		return Lease{}, err
+	}
+	if checkpoint == "" {
+		// As in MemoryStore: "" would throw the group's progress on the shard away.
+		return Lease{}, fmt.Errorf("lease %s of %s: the checkpoint is empty", OpCheckpoint, key)
+	}
+	return s.ownerUpdate(ctx, OpCheckpoint, held, "SET #cp = :cp, #ctr = #ctr + :one",
+		map[string]string{"#cp": attrCheckpoint, "#ctr": attrCounter},
+		map[string]types.AttributeValue{
+			":cp":  &types.AttributeValueMemberS{Value: checkpoint},
+			":one": numberValue(1),
+		})
+}
+
+// Release implements Store: owner and pending owner removed, generation and counter + 1,
+// conditioned on owner and generation.
+func (s *DynamoDBStore) Release(ctx context.Context, held Lease) (Lease, error) {
+	if err := s.before(ctx, OpRelease, held.Key(), true); err != nil {
+		return Lease{}, err
+	}
+	return s.ownerUpdate(ctx, OpRelease, held,
+		"SET #gen = #gen + :one, #ctr = #ctr + :one REMOVE #owner, #pend",
+		map[string]string{"#ctr": attrCounter, "#pend": attrPendingOwner},
+		map[string]types.AttributeValue{":one": numberValue(1)})
+}
+
+// update runs one conditional UpdateItem on key's item and returns the lease as written. failed
+// reports that the condition did not hold (nothing was written); err is any other failure.
+func (s *DynamoDBStore) update(ctx context.Context, op string, key Key, set, cond string,
+	names map[string]string, values map[string]types.AttributeValue,
+) (l Lease, failed bool, err error) {
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyItem(key),
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	switch {
+	case isConditionFailed(err):
+		return Lease{}, true, nil
+	case err != nil:
+		return Lease{}, false, s.callErr(op, key, err)
+	}
+	if out == nil {
+		return Lease{}, false, s.callErr(op, key, errors.New("UpdateItem returned no answer"))
+	}
+	l, err = leaseFromItem(out.Attributes)
+	if err == nil && l.Key() != key {
+		err = fmt.Errorf("the written item is the lease of %s", l.Key())
+	}
+	if err != nil {
+		return Lease{}, false, s.malformedErr(op, key, err)
+	}
+	return l, false, nil
+}
+
+func numberValue(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// leaseToItem is the item of l; see DynamoDBStore for the layout. Empty optional fields are left
+// out rather than stored as empty values.
+func leaseToItem(l Lease) map[string]types.AttributeValue {
+	item := keyItem(l.Key())
+	item[attrGroup] = &types.AttributeValueMemberS{Value: l.Group}
+	item[attrStream] = &types.AttributeValueMemberS{Value: l.Stream}
+	item[attrGeneration] = numberValue(l.Generation)
+	item[attrCounter] = numberValue(l.Counter)
+	if l.Owner != "" {
+		item[attrOwner] = &types.AttributeValueMemberS{Value: l.Owner}
+	}
+	if l.Checkpoint != "" {
+		item[attrCheckpoint] = &types.AttributeValueMemberS{Value: l.Checkpoint}
+	}
+	if len(l.Parents) > 0 {
+		parents := make([]types.AttributeValue, len(l.Parents))
+		for i, p := range l.Parents {
+			parents[i] = &types.AttributeValueMemberS{Value: p}
+		}
+		item[attrParents] = &types.AttributeValueMemberL{Value: parents}
+	}
+	if l.PendingOwner != "" {
+		item[attrPendingOwner] = &types.AttributeValueMemberS{Value: l.PendingOwner}
+	}
+	return item
+}
+
+// leaseFromItem reads a lease from an item. It never panics: an item that is not a lease as
+// leaseToItem writes it (an attribute missing, of the wrong type, a number that is not an
+// int64, a partition key that does not match group and stream) is an error that says what is
+// wrong.
+func leaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
+	if len(item) == 0 {
+		return Lease{}, errors.New("the item is empty")
+	}
+	var (
+		l    Lease
+		errs []error
+	)
+	str := func(name string, required bool) string {
+		v, ok := item[name]
+		if !ok {
+			if required {
+				errs = append(errs, fmt.Errorf("attribute %q is missing", name))
+			}
+			return ""
+		}
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok || sv == nil {
+			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a string (S)", name, attrType(v)))
+			return ""
+		}
+		if required && sv.Value == "" {
+			errs = append(errs, fmt.Errorf("attribute %q is empty", name))
+		}
+		return sv.Value
+	}
+	num := func(name string) int64 {
+		v, ok := item[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("attribute %q is missing", name))
+			return 0
+		}
+		nv, ok := v.(*types.AttributeValueMemberN)
+		if !ok || nv == nil {
+			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a number (N)", name, attrType(v)))
+			return 0
+		}
+		n, err := strconv.ParseInt(nv.Value, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", name, nv.Value, err))
+		}
+		return n
+	}
+	pk := str(attrPK, true)
+	l.ShardID = str(attrShardID, true)
+	l.Group = str(attrGroup, true)
+	l.Stream = str(attrStream, true)
+	l.Owner = str(attrOwner, false)
+	l.Generation = num(attrGeneration)
+	l.Counter = num(attrCounter)
+	l.Checkpoint = str(attrCheckpoint, false)
+	l.PendingOwner = str(attrPendingOwner, false)
+	if v, ok := item[attrParents]; ok {
+		lv, ok := v.(*types.AttributeValueMemberL)
+		if !ok || lv == nil {
+			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a list (L) of strings", attrParents, attrType(v)))
+		} else if len(lv.Value) > 0 {
+			l.Parents = make([]string, 0, len(lv.Value))
+			for i, e := range lv.Value {
+				sv, ok := e.(*types.AttributeValueMemberS)
+				if !ok || sv == nil {
+					errs = append(errs, fmt.Errorf("attribute %q element %d is a %s, want a string (S)", attrParents, i, attrType(e)))
+					continue
+				}
+				l.Parents = append(l.Parents, sv.Value)
+			}
+		}
+	}
+	if pk != "" && l.Group != "" && l.Stream != "" && pk != partitionKey(l.Group, l.Stream) {
+		errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q and group %q", attrPK, pk, l.Stream, l.Group))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Lease{}, err
+	}
+	return l, nil
+}
+
+// attrType names the DynamoDB type of v for error messages.
+func attrType(v types.AttributeValue) string {
+	if v == nil {
+		return "nil value"
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return "nil value"
+	}
+	switch v.(type) {
+	case *types.AttributeValueMemberS:
+		return "string (S)"
+	case *types.AttributeValueMemberN:
+		return "number (N)"
+	case *types.AttributeValueMemberB:
+		return "binary (B)"
+	case *types.AttributeValueMemberBOOL:
+		return "boolean (BOOL)"
+	case *types.AttributeValueMemberNULL:
+		return "null (NULL)"
+	case *types.AttributeValueMemberL:
+		return "list (L)"
+	case *types.AttributeValueMemberM:
+		return "map (M)"
+	case *types.AttributeValueMemberSS:
+		return "string set (SS)"
+	case *types.AttributeValueMemberNS:
+		return "number set (NS)"
+	case *types.AttributeValueMemberBS:
+		return "binary set (BS)"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
