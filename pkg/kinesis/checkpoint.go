@@ -71,6 +71,21 @@ func nextResend(window []*delivery) *delivery {
 	return first
 }
 
+// settlePollInterval is how soon a reader looks again at a window holding more than one
+// unsettled message: their Acks and Nacks, except the oldest one's, wake nothing.
+const settlePollInterval = 5 * time.Millisecond
+
+// unsettled counts the deliveries sent and not yet seen acked or nacked.
+func unsettled(window []*delivery) int {
+	n := 0
+	for _, d := range window {
+		if d.state == stateSent {
+			n++
+		}
+	}
+	return n
+}
+
 // oldestUnsettled is the delivery whose Ack or Nack the reader waits on.
 func oldestUnsettled(window []*delivery) *delivery {
 	for _, d := range window {

@@ -47,6 +47,7 @@ type shardReader struct {
 	lostOnce   sync.Once
 
 	iterator string
+	askedAt  time.Time      // when the first iterator was asked for, by this machine's clock
 	lastRead string         // sequence number of the last record fetched
 	records  []types.Record // the current batch
 	next     int            // index in records of the next record to deliver
@@ -83,6 +84,7 @@ func (r *shardReader) logFields() watermill.LogFields {
 func (r *shardReader) run() {
 	exit := readerExit{shardID: r.shardID}
 	defer func() {
+		r.settleWindow(time.Now()) // acks that came before the stop are progress too
 		r.cancelWindow()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
@@ -110,6 +112,11 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 	cfg := r.sub.cfg
 	for {
 		now := time.Now()
+		if r.held != nil && !now.Before(r.renewed.Add(leaseStopAfter(cfg))) {
+			// Checked here as well as by the deadline timer: a select with the timer and a
+			// send both ready picks either, and must not pick the send.
+			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, now.Sub(r.renewed).Round(time.Millisecond))
+		}
 		r.settleWindow(now)
 		if r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0 {
 			return true, nil
@@ -180,6 +187,13 @@ func (r *shardReader) wakeTime(now time.Time, sending bool) time.Time {
 	}
 	if d := nextResend(r.window); d != nil && !sending && (at.IsZero() || d.resendAt.Before(at)) {
 		at = d.resendAt
+	}
+	// The select waits on the Ack and Nack of the oldest unsettled message only; those of
+	// the messages behind it are noticed by looking again soon.
+	if unsettled(r.window) > 1 {
+		if poll := now.Add(settlePollInterval); at.IsZero() || poll.Before(at) {
+			at = poll
+		}
 	}
 	return at
 }
@@ -262,9 +276,10 @@ func (r *shardReader) cancelWindow() {
 // initIterator gets the first iterator, retrying what may pass.
 func (r *shardReader) initIterator() error {
 	for attempt := 0; ; attempt++ {
+		askedAt := time.Now()
 		it, err := r.getIterator(r.start)
 		if err == nil {
-			r.iterator = it
+			r.iterator, r.askedAt = it, askedAt
 			return nil
 		}
 		switch classify(err) {

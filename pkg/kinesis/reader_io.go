@@ -62,8 +62,14 @@ func (r *shardReader) fetchFailed(err error) error {
 		// Resume right after the last record read: never LATEST (that skips records), never
 		// the checkpoint (that redelivers what is in flight).
 		pos := r.start
-		if r.lastRead != "" {
+		switch {
+		case r.lastRead != "":
 			pos = position{after: r.lastRead}
+		case pos.after == "" && pos.initial.Type == Latest:
+			// Nothing read yet from a LATEST start: a new LATEST iterator would skip what
+			// arrived since the first one was taken. Start where that was, by time, less a
+			// margin for clock skew: a few older records may come again, none is lost.
+			pos = position{initial: Position{Type: AtTimestamp, Timestamp: r.askedAt.Add(-latestSkewMargin)}}
 		}
 		it, gerr := r.getIterator(pos)
 		if gerr != nil {
@@ -82,6 +88,10 @@ func (r *shardReader) fetchFailed(err error) error {
 		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
 	}
 }
+
+// latestSkewMargin is how far before its first LATEST iterator a reader that has read nothing
+// resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
+const latestSkewMargin = time.Second
 
 // storeTimeout bounds one lease store call, so that a hung store cannot hold a reader past
 // the point where it must give the shard up.
@@ -138,9 +148,11 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 }
 
 // giveUp writes the final checkpoint (SHARD_END if the shard is done) and releases the lease,
-// on a context of its own since the reader's is usually cancelled by now.
+// on a context of its own since the reader's is usually cancelled by now. Half of
+// CloseTimeout bounds it, so that Close still returns in time, with every channel closed,
+// when the store hangs.
 func (r *shardReader) giveUp(shardEnded bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
 	defer cancel()
 	seq := r.acked
 	if shardEnded {
