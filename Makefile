@@ -2,13 +2,14 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test_short test_race test_stress test_v fmt vet bench quickstart
+.PHONY: test test_short test_race test_stress test_v fmt vet bench quickstart quickstart_check
 
 # Every test, with the race detector, then the universal suite's stress run (also under
 # -race). This is what CI runs (.ci/run); about 3 minutes on 2 cores.
 test:
 	$(GO) test -race -count=1 -timeout=20m $(PKGS)
 	$(MAKE) test_stress
+	$(MAKE) quickstart_check
 
 test_v:
 	$(GO) test -race -count=1 -timeout=20m -v $(PKGS)
@@ -34,3 +35,8 @@ vet:
 
 quickstart:
 	$(GO) run ./_examples/quickstart
+
+# The quickstart must build and run to completion on memlog: no AWS, no network.
+quickstart_check:
+	$(GO) vet ./_examples/quickstart
+	$(GO) run ./_examples/quickstart > /dev/null
