@@ -657,3 +657,46 @@ func subKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// A handler slower than LeaseDuration keeps its shard: the reader renews while it waits for
+// the ack, so the message's context stays live, the lease keeps its owner and generation, and
+// the next message follows the ack.
+func TestSubscriber_SlowHandlerKeepsLease(t *testing.T) {
+	t.Parallel()
+	e := newSubEnv(t, 1, nil)
+	e.publish(subMsgs(0, 2)...)
+	cfg := e.config(subGroup)
+	cfg.LeaseDuration = 300 * time.Millisecond
+	cfg.LeaseRenewInterval = 50 * time.Millisecond
+	cfg.CheckpointInterval = time.Hour // renewals alone must keep the lease
+	watch := watchSubStore(e.store)
+	s := e.subscriber(cfg)
+	ch := e.subscribe(s, context.Background())
+	first := subRecv(t, ch)
+	held := e.lease(subGroup, subShard(0))
+
+	// Hold the message until the owner has renewed enough times to span three lease
+	// durations: counted renewals, not a timer, say when that is.
+	renewsNeeded := 3 * int(cfg.LeaseDuration/cfg.LeaseRenewInterval)
+	start := watch.n(lease.OpRenew)
+	deadline := time.After(subWait)
+	for watch.n(lease.OpRenew)-start < renewsNeeded {
+		select {
+		case <-watch.ch:
+		case <-deadline:
+			t.Fatalf("only %d renewals while the handler was slow", watch.n(lease.OpRenew)-start)
+		}
+	}
+	subNotDone(t, first.Context(), "the slow message's context")
+	now := e.lease(subGroup, subShard(0))
+	if now.Owner != held.Owner || now.Generation != held.Generation || now.Counter <= held.Counter {
+		t.Fatalf("lease moved while the handler was slow: %+v, was %+v", now, held)
+	}
+	first.Ack()
+	second := subRecv(t, ch)
+	subWantPayloads(t, []*message.Message{first, second}, "msg-0", "msg-1")
+	second.Ack()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
