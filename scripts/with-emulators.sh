@@ -65,7 +65,7 @@ wait_port() { # name port pid
 }
 
 kinesalite_port=$(free_port)
-(cd "$emu" && exec node -e "require('kinesalite')({createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:1000}).listen($kinesalite_port,'127.0.0.1')") \
+(cd "$emu" && exec node -e "require('kinesalite')({createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:1000000}).listen($kinesalite_port,'127.0.0.1')") \
   >"$state/kinesalite.log" 2>&1 &
 pids+=($!)
 wait_port kinesalite "$kinesalite_port" "${pids[-1]}"
@@ -80,7 +80,7 @@ wait_port dynalite "$dynalite_port" "${pids[-1]}"
 mock_port=$(free_port)
 mock_tls_port=$(free_port)
 (cd "$emu" && KINESIS_MOCK_PLAIN_PORT=$mock_port KINESIS_MOCK_TLS_PORT=$mock_tls_port \
-  KINESIS_MOCK_CERT_PATH="$emu/node_modules/kinesis-local/server.json" LOG_LEVEL=WARN SHARD_LIMIT=1000 \
+  KINESIS_MOCK_CERT_PATH="$emu/node_modules/kinesis-local/server.json" LOG_LEVEL=WARN SHARD_LIMIT=1000000 \
   CREATE_STREAM_DURATION=0ms DELETE_STREAM_DURATION=0ms SPLIT_SHARD_DURATION=0ms MERGE_SHARDS_DURATION=0ms \
   UPDATE_SHARD_COUNT_DURATION=0ms REGISTER_STREAM_CONSUMER_DURATION=0ms DEREGISTER_STREAM_CONSUMER_DURATION=0ms \
   exec node -r "$emu/loopback.js" node_modules/kinesis-local/main.js) >"$state/kinesis-local.log" 2>&1 &

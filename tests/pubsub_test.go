@@ -16,24 +16,33 @@ import (
 // backend is one in-memory Kinesis and one lease store shared by every publisher and
 // subscriber of a suite run, as one AWS account and one lease table would be.
 type backend struct {
-	log    *memlog.Log
-	leases *lease.MemoryStore
+	client kinesis.KinesisAPI
+	leases lease.Store
 	shards int32
+	// pollInterval is how often an idle shard is read: short on memlog, longer against a
+	// server so that 50 subscribers do not swamp it.
+	pollInterval time.Duration
+	// unmarshaler, when set, replaces the default (to count deliveries, say).
+	unmarshaler kinesis.Unmarshaler
 }
 
 func newBackend(shards int32) *backend {
-	return &backend{log: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore(), shards: shards}
+	return &backend{
+		client: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore(), shards: shards,
+		pollInterval: 20 * time.Millisecond,
+	}
 }
 
 // subscriberConfig shortens the intervals that only set how fast an idle shard is polled and
 // how soon a released lease is taken; delivery semantics are the defaults'.
 func (b *backend) subscriberConfig(group string) kinesis.SubscriberConfig {
 	cfg := kinesis.SubscriberConfig{
-		Client:             b.log,
+		Client:             b.client,
 		ConsumerGroup:      group,
 		CreateStream:       true,
 		CreateStreamShards: b.shards,
-		PollInterval:       20 * time.Millisecond,
+		Unmarshaler:        b.unmarshaler,
+		PollInterval:       b.pollInterval,
 		MinReadInterval:    time.Millisecond,
 		NackResendSleep:    10 * time.Millisecond,
 		LeaseSyncInterval:  100 * time.Millisecond,
@@ -48,7 +57,7 @@ func (b *backend) subscriberConfig(group string) kinesis.SubscriberConfig {
 func (b *backend) pubSub(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 	logger := watermill.NopLogger{}
 	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
-		Client:             b.log,
+		Client:             b.client,
 		CreateStream:       true,
 		CreateStreamShards: b.shards,
 		RetryBackoff:       10 * time.Millisecond,

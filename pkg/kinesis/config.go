@@ -6,6 +6,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
@@ -35,8 +39,14 @@ func PartitionKeyFromMetadata(field string) PartitionKeyFunc {
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
 	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
-	// Required.
+	// Required unless AWSConfig is set.
 	Client KinesisAPI
+	// AWSConfig, when Client is nil, builds the Kinesis client. Load it with the SDK's
+	// config.LoadDefaultConfig to follow its credential chain and region settings.
+	AWSConfig *aws.Config
+	// KinesisOptions adjust the client built from AWSConfig, for example BaseEndpoint to reach
+	// a local Kinesis.
+	KinesisOptions []func(*awskinesis.Options)
 
 	// Marshaler encodes messages. Default: EnvelopeMarshaler.
 	Marshaler Marshaler
@@ -60,6 +70,9 @@ type PublisherConfig struct {
 }
 
 func (c *PublisherConfig) setDefaults() {
+	if c.Client == nil && c.AWSConfig != nil {
+		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, c.KinesisOptions...)
+	}
 	if c.Marshaler == nil {
 		c.Marshaler = EnvelopeMarshaler{}
 	}
@@ -84,7 +97,7 @@ func (c *PublisherConfig) setDefaults() {
 func (c PublisherConfig) Validate() error {
 	var errs []error
 	if c.Client == nil {
-		errs = append(errs, errors.New("kinesis: PublisherConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log"))
+		errs = append(errs, errors.New("kinesis: PublisherConfig.Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig"))
 	}
 	if c.CreateStreamShards < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards))
@@ -136,16 +149,33 @@ const NoSleep time.Duration = -1
 // SubscriberConfig configures a Subscriber.
 type SubscriberConfig struct {
 	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
-	// Required.
+	// Required unless AWSConfig is set.
 	Client KinesisAPI
+	// AWSConfig, when Client is nil, builds the Kinesis client, and the DynamoDB client of
+	// LeaseTable. Load it with the SDK's config.LoadDefaultConfig to follow its credential
+	// chain and region settings.
+	AWSConfig *aws.Config
+	// KinesisOptions adjust the Kinesis client built from AWSConfig, for example BaseEndpoint.
+	KinesisOptions []func(*awskinesis.Options)
 
 	// ConsumerGroup, when set, makes this subscriber one instance of a group: each shard is
 	// read by one instance at a time (through leases in LeaseStore) and progress is
 	// checkpointed, so a restarted group resumes where it left off. When empty, every
 	// subscription reads every shard from InitialPosition, with no leases and no checkpoints.
 	ConsumerGroup string
-	// LeaseStore keeps the group's leases and checkpoints. Required with ConsumerGroup.
+	// LeaseStore keeps the group's leases and checkpoints. With ConsumerGroup, set it or
+	// LeaseTable.
 	LeaseStore lease.Store
+	// LeaseTable, when LeaseStore is nil, is the DynamoDB table of the leases: NewSubscriber
+	// opens it with lease.NewDynamoDBStore, with a client built from AWSConfig and
+	// DynamoDBOptions. One table can serve many groups and streams.
+	LeaseTable string
+	// CreateLeaseTable creates LeaseTable (on-demand capacity) when it is missing, and waits
+	// until it is active. Default: false (a missing table is an error).
+	CreateLeaseTable bool
+	// DynamoDBOptions adjust the DynamoDB client built from AWSConfig, for example
+	// BaseEndpoint.
+	DynamoDBOptions []func(*dynamodb.Options)
 	// WorkerID names this instance in leases. Default: host name plus a random UUID.
 	WorkerID string
 
@@ -202,6 +232,9 @@ type SubscriberConfig struct {
 }
 
 func (c *SubscriberConfig) setDefaults() {
+	if c.Client == nil && c.AWSConfig != nil {
+		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, c.KinesisOptions...)
+	}
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()
 		c.WorkerID = host + "-" + uuid.NewString()
@@ -237,10 +270,13 @@ func (c SubscriberConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("kinesis: SubscriberConfig."+format, args...))
 	}
 	if c.Client == nil {
-		add("Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log")
+		add("Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig")
 	}
-	if c.ConsumerGroup != "" && c.LeaseStore == nil {
-		add("LeaseStore is nil but ConsumerGroup %q is set; a group keeps its leases in a store (lease.NewMemoryStore for one process)", c.ConsumerGroup)
+	if c.ConsumerGroup != "" && c.LeaseStore == nil && c.LeaseTable == "" {
+		add("LeaseStore is nil and LeaseTable is empty but ConsumerGroup %q is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)", c.ConsumerGroup)
+	}
+	if c.LeaseStore == nil && c.LeaseTable != "" && c.AWSConfig == nil {
+		add("LeaseTable %q is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass LeaseStore: lease.NewDynamoDBStore)", c.LeaseTable)
 	}
 	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
 		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)

@@ -55,9 +55,15 @@ func validatePartitionKey(key string) error {
 	return nil
 }
 
+// streamReadyTimeout bounds the wait for a stream to become ACTIVE (AWS takes under a minute).
+const streamReadyTimeout = 3 * time.Minute
+
 // ensureStream makes sure the stream exists and is ACTIVE, creating it with shards shards
-// when create is true. It waits for a stream being created, bounded by ctx.
+// when create is true. It waits for a stream being created, bounded by ctx and
+// streamReadyTimeout.
 func ensureStream(ctx context.Context, client KinesisAPI, stream string, create bool, shards int32) error {
+	ctx, cancel := context.WithTimeout(ctx, streamReadyTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
 		out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		switch {

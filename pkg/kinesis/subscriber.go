@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
 // Subscriber reads Kinesis streams; the topic is the stream name. See SubscriberConfig for the
@@ -38,7 +42,29 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
+	if config.ConsumerGroup != "" && config.LeaseStore == nil {
+		store, err := openLeaseTable(config)
+		if err != nil {
+			return nil, err
+		}
+		config.LeaseStore = store
+	}
 	return &Subscriber{config: config, logger: logger, subs: map[*subscription]struct{}{}}, nil
+}
+
+// openLeaseTable opens (and with CreateLeaseTable, creates) the DynamoDB lease table.
+func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), config.CloseTimeout+2*time.Minute)
+	defer cancel()
+	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{
+		Client:      dynamodb.NewFromConfig(*config.AWSConfig, config.DynamoDBOptions...),
+		TableName:   config.LeaseTable,
+		CreateTable: config.CreateLeaseTable,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q: %w", config.ConsumerGroup, err)
+	}
+	return store, nil
 }
 
 // Subscribe starts reading the stream named topic and returns the channel of its messages.

@@ -1,0 +1,180 @@
+package tests_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	smithymiddleware "github.com/aws/smithy-go/middleware"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// liveEnv is the AWS-protocol servers the live tests run against: kinesalite for Kinesis and
+// dynalite for the DynamoDB lease table, both started by scripts/with-emulators.sh.
+type liveEnv struct {
+	kinesisEndpoint  string
+	dynamoDBEndpoint string
+	awsConfig        aws.Config
+}
+
+// newLiveEnv skips the test, saying how to run it, when the servers' endpoints are not set.
+func newLiveEnv(t testing.TB) *liveEnv {
+	t.Helper()
+	k, d := os.Getenv("KINESIS_ENDPOINT"), os.Getenv("DYNAMODB_ENDPOINT")
+	if k == "" || d == "" {
+		t.Skip("KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are not set: run `make test`, which starts " +
+			"kinesalite and dynalite, or `scripts/with-emulators.sh go test ./tests/`")
+	}
+	return &liveEnv{
+		kinesisEndpoint:  k,
+		dynamoDBEndpoint: d,
+		awsConfig: aws.Config{
+			Region:      "us-east-1",
+			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		},
+	}
+}
+
+func (e *liveEnv) kinesisOptions(o *awskinesis.Options) { o.BaseEndpoint = aws.String(e.kinesisEndpoint) }
+
+func (e *liveEnv) dynamoDBOptions(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.dynamoDBEndpoint) }
+
+func (e *liveEnv) kinesisClient() *awskinesis.Client {
+	return awskinesis.NewFromConfig(e.awsConfig, e.kinesisOptions)
+}
+
+// leaseStore opens a lease table of its own for one suite run, counting DynamoDB calls.
+func (e *liveEnv) leaseStore(t testing.TB, calls *callCounter) *lease.DynamoDBStore {
+	t.Helper()
+	client := dynamodb.NewFromConfig(e.awsConfig, e.dynamoDBOptions, calls.option)
+	store, err := lease.NewDynamoDBStore(context.Background(), lease.DynamoDBConfig{
+		Client:      client,
+		TableName:   "leases-" + watermill.NewShortUUID(),
+		CreateTable: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// callCounter counts SDK calls by operation, through a middleware on the client.
+type callCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newCallCounter() *callCounter { return &callCounter{calls: map[string]int{}} }
+
+func (c *callCounter) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *smithymiddleware.Stack) error {
+		return stack.Initialize.Add(smithymiddleware.InitializeMiddlewareFunc("countCalls",
+			func(ctx context.Context, in smithymiddleware.InitializeInput, next smithymiddleware.InitializeHandler) (smithymiddleware.InitializeOutput, smithymiddleware.Metadata, error) {
+				c.mu.Lock()
+				c.calls[awsmiddleware.GetOperationName(ctx)]++
+				c.mu.Unlock()
+				return next.HandleInitialize(ctx, in)
+			}), smithymiddleware.Before)
+	})
+}
+
+func (c *callCounter) summary() (total int, byOp string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := make([]string, 0, len(c.calls))
+	for op, n := range c.calls {
+		total += n
+		ops = append(ops, fmt.Sprintf("%s=%d", op, n))
+	}
+	sort.Strings(ops)
+	return total, strings.Join(ops, " ")
+}
+
+// countingUnmarshaler counts records decoded into messages: each is one delivery (a nacked
+// message is resent without decoding it again).
+type countingUnmarshaler struct {
+	kinesis.EnvelopeMarshaler
+	decoded *atomic.Int64
+}
+
+func (u countingUnmarshaler) Unmarshal(stream, shardID string, rec *types.Record) (*message.Message, error) {
+	u.decoded.Add(1)
+	return u.EnvelopeMarshaler.Unmarshal(stream, shardID, rec)
+}
+
+// newLiveBackend is a suite backend on kinesalite and a DynamoDB lease table on dynalite; at
+// the end of the test it logs the DynamoDB calls made per 1,000 messages delivered.
+func newLiveBackend(t *testing.T, shards int32) *backend {
+	env := newLiveEnv(t)
+	calls := newCallCounter()
+	delivered := &atomic.Int64{}
+	b := &backend{
+		client:       env.kinesisClient(),
+		leases:       env.leaseStore(t, calls),
+		shards:       shards,
+		pollInterval: 100 * time.Millisecond,
+		unmarshaler:  countingUnmarshaler{decoded: delivered},
+	}
+	start := time.Now()
+	t.Cleanup(func() {
+		total, byOp := calls.summary()
+		n := delivered.Load()
+		perK := 0.0
+		if n > 0 {
+			perK = float64(total) * 1000 / float64(n)
+		}
+		msg := fmt.Sprintf("%s: %s, %d messages delivered, %d DynamoDB calls (%.1f per 1,000 messages): %s",
+			t.Name(), time.Since(start).Round(time.Millisecond), n, total, perK, byOp)
+		t.Log(msg)
+		fmt.Println(msg)
+	})
+	return b
+}
+
+// TestLivePubSubConsumerGroups: the universal suite on kinesalite, 4-shard streams, with the
+// DynamoDB lease store on dynalite.
+func TestLivePubSubConsumerGroups(t *testing.T) {
+	b := newLiveBackend(t, 4)
+	tests.TestPubSub(t,
+		tests.Features{ConsumerGroups: true, Persistent: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
+		b.pubSub,
+	)
+}
+
+// TestLivePubSubSingleShardOrdered: one shard, ordered, on kinesalite and dynalite.
+func TestLivePubSubSingleShardOrdered(t *testing.T) {
+	b := newLiveBackend(t, 1)
+	tests.TestPubSub(t,
+		tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
+		b.pubSub,
+	)
+}
+
+// TestLivePubSubNoGroup: every subscriber reads every shard of a kinesalite stream.
+func TestLivePubSubNoGroup(t *testing.T) {
+	b := newLiveBackend(t, 4)
+	tests.TestPubSub(t,
+		tests.Features{Persistent: true, NewSubscriberReceivesOldMessages: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "") },
+		nil,
+	)
+}
