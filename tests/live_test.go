@@ -52,9 +52,13 @@ func newLiveEnv(t testing.TB) *liveEnv {
 	}
 }
 
-func (e *liveEnv) kinesisOptions(o *awskinesis.Options) { o.BaseEndpoint = aws.String(e.kinesisEndpoint) }
+func (e *liveEnv) kinesisOptions(o *awskinesis.Options) {
+	o.BaseEndpoint = aws.String(e.kinesisEndpoint)
+}
 
-func (e *liveEnv) dynamoDBOptions(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.dynamoDBEndpoint) }
+func (e *liveEnv) dynamoDBOptions(o *dynamodb.Options) {
+	o.BaseEndpoint = aws.String(e.dynamoDBEndpoint)
+}
 
 func (e *liveEnv) kinesisClient() *awskinesis.Client {
 	return awskinesis.NewFromConfig(e.awsConfig, e.kinesisOptions)
@@ -122,7 +126,10 @@ func (u countingUnmarshaler) Unmarshal(stream, shardID string, rec *types.Record
 // newLiveBackend is a suite backend on kinesalite and a DynamoDB lease table on dynalite; at
 // the end of the test it logs the DynamoDB calls made per 1,000 messages delivered.
 func newLiveBackend(t *testing.T, shards int32) *backend {
-	env := newLiveEnv(t)
+	return newLiveBackendOn(t, newLiveEnv(t), shards)
+}
+
+func newLiveBackendOn(t *testing.T, env *liveEnv, shards int32) *backend {
 	calls := newCallCounter()
 	delivered := &atomic.Int64{}
 	b := &backend{
