@@ -185,3 +185,63 @@ func TestLivePubSubNoGroup(t *testing.T) {
 		nil,
 	)
 }
+
+// TestLiveDynamoDBCallsAtDefaults consumes 20,000 messages from a 4-shard stream with one
+// group member and the default lease and checkpoint intervals, and reports the DynamoDB calls
+// this took per 1,000 messages. (The suite runs above use intervals 20 times shorter, so their
+// counts are upper bounds.) The assertion is that every message arrived.
+func TestLiveDynamoDBCallsAtDefaults(t *testing.T) {
+	env := newLiveEnv(t)
+	calls := newCallCounter()
+	store := env.leaseStore(t, calls)
+	client := env.kinesisClient()
+	stream := "calls-" + watermill.NewShortUUID()
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{Client: client, CreateStream: true, CreateStreamShards: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	const n = 20000
+	for i := 0; i < n; i += 500 {
+		batch := make([]*message.Message, 500)
+		for j := range batch {
+			batch[j] = message.NewMessage(watermill.NewUUID(), []byte("x"))
+		}
+		if err := pub.Publish(stream, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := calls.summary()
+	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
+		Client: client, ConsumerGroup: "calls", LeaseStore: store, MinReadInterval: 10 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	msgs, err := sub.Subscribe(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]struct{}{}
+	timeout := time.After(2 * time.Minute)
+	for len(seen) < n {
+		select {
+		case m := <-msgs:
+			seen[m.UUID] = struct{}{}
+			m.Ack()
+		case <-timeout:
+			t.Fatalf("received %d of %d", len(seen), n)
+		}
+	}
+	took := time.Since(start)
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	total, byOp := calls.summary()
+	used := total - before
+	msg := fmt.Sprintf("defaults: %d messages in %s, %d DynamoDB calls including Close (%.2f per 1,000 messages); by operation, table setup included: %s",
+		n, took.Round(time.Millisecond), used, float64(used)*1000/n, byOp)
+	t.Log(msg)
+	fmt.Println(msg)
+}
