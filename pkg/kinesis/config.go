@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -229,6 +230,10 @@ type SubscriberConfig struct {
 	// CloseTimeout bounds how long Close waits for readers to checkpoint and release their
 	// leases. Default: 30 s.
 	CloseTimeout time.Duration
+
+	// Clock times leases, renewals, checkpoints and reads. Tests inject a *clock.Fake to
+	// run lease expiry and handoff deterministically. Default: clock.Real().
+	Clock clock.Clock
 }
 
 func (c *SubscriberConfig) setDefaults() {
@@ -254,6 +259,9 @@ func (c *SubscriberConfig) setDefaults() {
 	setDefault(&c.ShardSyncInterval, 30*time.Second)
 	setDefault(&c.CreateStreamShards, 1)
 	setDefault(&c.CloseTimeout, 30*time.Second)
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
 }
 
 func setDefault[T comparable](field *T, value T) {

@@ -80,9 +80,9 @@ func (c *subscription) start() error {
 // closed, then done.
 func (c *subscription) run() {
 	defer c.shutdown()
-	leaseSync := time.NewTicker(c.cfg.LeaseSyncInterval)
+	leaseSync := c.cfg.Clock.NewTicker(c.cfg.LeaseSyncInterval)
 	defer leaseSync.Stop()
-	shardSync := time.NewTicker(c.cfg.ShardSyncInterval)
+	shardSync := c.cfg.Clock.NewTicker(c.cfg.ShardSyncInterval)
 	defer shardSync.Stop()
 	for {
 		select {
@@ -95,9 +95,9 @@ func (c *subscription) run() {
 				c.logIfFailed("listing shards", c.syncShards())
 				c.logIfFailed("starting readers", c.startReaders())
 			}
-		case <-leaseSync.C:
+		case <-leaseSync.C():
 			c.logIfFailed("syncing leases", c.startReaders())
-		case <-shardSync.C:
+		case <-shardSync.C():
 			c.logIfFailed("listing shards", c.syncShards())
 		}
 	}
@@ -164,7 +164,7 @@ func (c *subscription) refreshLeases() error {
 	if err != nil {
 		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.ConsumerGroup, c.stream, err)
 	}
-	c.tracker.Observe(list, time.Now())
+	c.tracker.Observe(list, c.cfg.Clock.Now())
 	clear(c.leases)
 	for _, l := range list {
 		c.leases[l.ShardID] = l
@@ -218,7 +218,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	if err := c.refreshLeases(); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := c.cfg.Clock.Now()
 	me := c.cfg.WorkerID
 	for id, r := range c.readers {
 		if l, ok := c.leases[id]; !ok || l.Owner != me || l.Generation != r.generation {
@@ -245,7 +245,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		if c.readers[l.ShardID] != nil || !c.takeable(l, now) {
 			continue
 		}
-		takenAt := time.Now()
+		takenAt := c.cfg.Clock.Now()
 		taken, err := c.cfg.LeaseStore.Take(c.ctx, l, me)
 		if err != nil {
 			c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))

@@ -69,6 +69,9 @@ type position struct {
 	initial Position
 }
 
+// now reads the subscription's clock.
+func (r *shardReader) now() time.Time { return r.sub.cfg.Clock.Now() }
+
 // markLost tells the reader, from the coordinator, that the lease moved to another owner.
 func (r *shardReader) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
 
@@ -84,7 +87,7 @@ func (r *shardReader) logFields() watermill.LogFields {
 func (r *shardReader) run() {
 	exit := readerExit{shardID: r.shardID}
 	defer func() {
-		r.settleWindow(time.Now()) // acks that came before the stop are progress too
+		r.settleWindow(r.now()) // acks that came before the stop are progress too
 		r.cancelWindow()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
@@ -111,7 +114,7 @@ func (r *shardReader) run() {
 func (r *shardReader) loop() (shardEnded bool, err error) {
 	cfg := r.sub.cfg
 	for {
-		now := time.Now()
+		now := r.now()
 		if r.held != nil && !now.Before(r.renewed.Add(leaseStopAfter(cfg))) {
 			// Checked here as well as by the deadline timer: a select with the timer and a
 			// send both ready picks either, and must not pick the send.
@@ -145,7 +148,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		if d := oldestUnsettled(r.window); d != nil {
 			acked, nacked = d.msg.Acked(), d.msg.Nacked()
 		}
-		wake := r.timers.wakeAt(r.wakeTime(now, toSend != nil))
+		wake := r.timers.wakeAt(r.sub.cfg.Clock, now, r.wakeTime(now, toSend != nil))
 
 		select {
 		case send <- msgOf(toSend):
@@ -162,7 +165,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 				return false, err
 			}
 		case <-r.timers.leaseDeadline:
-			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, time.Since(r.renewed).Round(time.Millisecond))
+			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, r.now().Sub(r.renewed).Round(time.Millisecond))
 		case <-r.lost:
 			return false, fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
 		case <-r.ctx.Done():
@@ -276,7 +279,7 @@ func (r *shardReader) cancelWindow() {
 // initIterator gets the first iterator, retrying what may pass.
 func (r *shardReader) initIterator() error {
 	for attempt := 0; ; attempt++ {
-		askedAt := time.Now()
+		askedAt := r.now()
 		it, err := r.getIterator(r.start)
 		if err == nil {
 			r.iterator, r.askedAt = it, askedAt
@@ -285,7 +288,7 @@ func (r *shardReader) initIterator() error {
 		switch classify(err) {
 		case classThrottled, classTransient:
 			r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
-			if err := sleepCtx(r.ctx, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
+			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
 				return err
 			}
 		default:

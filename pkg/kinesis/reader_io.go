@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -18,7 +19,7 @@ import (
 func (r *shardReader) fetch() error {
 	cfg := r.sub.cfg
 	limit := cfg.GetRecordsLimit
-	started := time.Now()
+	started := r.now()
 	out, err := cfg.Client.GetRecords(r.ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
 	if err != nil {
 		return r.fetchFailed(err)
@@ -52,11 +53,11 @@ func (r *shardReader) fetchFailed(err error) error {
 	switch classify(err) {
 	case classThrottled:
 		r.sub.logger.Debug("Read throttled; backing off", fields)
-		r.fetchAt = time.Now().Add(backoff(r.failures-1, 250*time.Millisecond, 5*time.Second))
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, 5*time.Second))
 		return nil
 	case classTransient:
 		r.sub.logger.Info("Read failed; retrying", fields)
-		r.fetchAt = time.Now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
 		return nil
 	case classExpiredIterator:
 		// Resume right after the last record read: never LATEST (that skips records), never
@@ -74,7 +75,7 @@ func (r *shardReader) fetchFailed(err error) error {
 		it, gerr := r.getIterator(pos)
 		if gerr != nil {
 			if c := classify(gerr); c == classThrottled || c == classTransient {
-				r.fetchAt = time.Now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
+				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
 				return nil
 			}
 			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("replacing an expired iterator: %w", gerr)}
@@ -100,7 +101,7 @@ func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenew
 // renew proves this worker alive. A lost lease stops the reader at once; other failures are
 // retried at the next tick, and the lease deadline stops the reader if none succeeds in time.
 func (r *shardReader) renew() error {
-	sentAt := time.Now()
+	sentAt := r.now()
 	ctx, cancel := context.WithTimeout(r.ctx, r.storeTimeout())
 	defer cancel()
 	l, err := r.sub.cfg.LeaseStore.Renew(ctx, *r.held)
@@ -108,7 +109,7 @@ func (r *shardReader) renew() error {
 	case err == nil:
 		r.held = &l
 		r.renewed = sentAt
-		r.timers.renewedAt(sentAt, r.sub.cfg)
+		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
 		return nil
 	case errors.Is(err, lease.ErrLeaseLost):
 		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
@@ -128,7 +129,7 @@ func (r *shardReader) checkpoint(ctx context.Context) error {
 }
 
 func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
-	sentAt := time.Now()
+	sentAt := r.now()
 	ctx, cancel := context.WithTimeout(ctx, r.storeTimeout())
 	defer cancel()
 	l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
@@ -136,7 +137,7 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	case err == nil:
 		r.held, r.saved = &l, seq
 		r.renewed = sentAt
-		r.timers.renewedAt(sentAt, r.sub.cfg)
+		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
 		return nil
 	case errors.Is(err, lease.ErrLeaseLost):
 		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
@@ -175,10 +176,11 @@ func (r *shardReader) giveUp(shardEnded bool) {
 	}
 }
 
-// readerTimers are a reader's tickers and timers; nil channels where a group is not used.
+// readerTimers are a reader's tickers and timers, on the subscription's clock; nil channels
+// where a group is not used.
 type readerTimers struct {
-	renewTicker, checkpointTicker *time.Ticker
-	deadline, wake                *time.Timer
+	renewTicker, checkpointTicker clock.Ticker
+	deadline, wake                clock.Timer
 	renew, checkpoint             <-chan time.Time
 	leaseDeadline                 <-chan time.Time
 }
@@ -189,10 +191,11 @@ func (t *readerTimers) start(cfg SubscriberConfig, leased bool, taken time.Time)
 	if !leased {
 		return
 	}
-	t.renewTicker = time.NewTicker(cfg.LeaseRenewInterval)
-	t.checkpointTicker = time.NewTicker(cfg.CheckpointInterval)
-	t.deadline = time.NewTimer(time.Until(taken.Add(leaseStopAfter(cfg))))
-	t.renew, t.checkpoint, t.leaseDeadline = t.renewTicker.C, t.checkpointTicker.C, t.deadline.C
+	clk := cfg.Clock
+	t.renewTicker = clk.NewTicker(cfg.LeaseRenewInterval)
+	t.checkpointTicker = clk.NewTicker(cfg.CheckpointInterval)
+	t.deadline = clk.NewTimer(taken.Add(leaseStopAfter(cfg)).Sub(clk.Now()))
+	t.renew, t.checkpoint, t.leaseDeadline = t.renewTicker.C(), t.checkpointTicker.C(), t.deadline.C()
 }
 
 // leaseStopAfter is how long after its last successful renewal an owner stops delivering:
@@ -201,34 +204,34 @@ func leaseStopAfter(cfg SubscriberConfig) time.Duration {
 	return cfg.LeaseDuration - cfg.LeaseDuration/5
 }
 
-func (t *readerTimers) renewedAt(at time.Time, cfg SubscriberConfig) {
+func (t *readerTimers) renewedAt(now, at time.Time, cfg SubscriberConfig) {
 	if t.deadline != nil {
-		t.deadline.Reset(time.Until(at.Add(leaseStopAfter(cfg))))
+		t.deadline.Reset(at.Add(leaseStopAfter(cfg)).Sub(now))
 	}
 }
 
 // wakeAt returns a channel that fires at 'at' (nil for the zero time). One timer per reader
 // is reused.
-func (t *readerTimers) wakeAt(at time.Time) <-chan time.Time {
+func (t *readerTimers) wakeAt(clk clock.Clock, now, at time.Time) <-chan time.Time {
 	if at.IsZero() {
 		return nil
 	}
-	d := time.Until(at)
+	d := at.Sub(now)
 	if t.wake == nil {
-		t.wake = time.NewTimer(d)
+		t.wake = clk.NewTimer(d)
 	} else {
 		t.wake.Reset(d)
 	}
-	return t.wake.C
+	return t.wake.C()
 }
 
 func (t *readerTimers) stop() {
-	for _, tk := range []*time.Ticker{t.renewTicker, t.checkpointTicker} {
+	for _, tk := range []clock.Ticker{t.renewTicker, t.checkpointTicker} {
 		if tk != nil {
 			tk.Stop()
 		}
 	}
-	for _, tm := range []*time.Timer{t.deadline, t.wake} {
+	for _, tm := range []clock.Timer{t.deadline, t.wake} {
 		if tm != nil {
 			tm.Stop()
 		}

@@ -10,6 +10,8 @@ import (
 
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
 // Kinesis limits the driver checks itself before calling, so that bad input gets an error
@@ -107,13 +109,18 @@ func backoff(attempt int, base, max time.Duration) time.Duration {
 
 // sleepCtx waits d or until ctx is done, whichever comes first.
 func sleepCtx(ctx context.Context, d time.Duration) error {
+	return sleepOn(ctx, clock.Real(), d)
+}
+
+// sleepOn waits d on clk or until ctx is done, whichever comes first.
+func sleepOn(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
