@@ -104,8 +104,8 @@ func (c DynamoDBConfig) Validate() error {
 
 // DynamoDBStore is a Store kept in a DynamoDB table. It applies the same conditions as
 // MemoryStore, each write as one conditional PutItem or UpdateItem, and passes the same
-// conformance suite (package leasetest). Reads (List, and the read that tells a failed Take's
-// cause) are strongly consistent. It keeps no state besides its configuration and is safe for
+// conformance suite (package leasetest). Reads (List, and the read that tells the cause of a
+// failed Take, RequestHandoff or Handoff) are strongly consistent. It keeps no state besides its configuration and is safe for
 // concurrent use.
 //
 // # Table layout
@@ -120,7 +120,8 @@ func (c DynamoDBConfig) Validate() error {
 //	group          S     the consumer group
 //	stream         S     the stream name
 //	owner          S     the worker that holds the lease; absent while the lease is free
-//	generation     N     changes whenever the owner changes (take, release); fences old owners
+//	generation     N     changes whenever the owner changes (take, release, handoff); fences
+//	                     old owners
 //	counter        N     incremented by every write; an owner that renews keeps it moving
 //	checkpoint     S     the last sequence number the group finished, or SHARD_END; absent
 //	                     before the group finished any record of the shard
@@ -457,14 +458,14 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 	if err != nil || !failed {
 		return l, err
 	}
-	return Lease{}, &ConditionError{Op: OpTake, Key: key, Err: s.whyTakeFailed(ctx, key)}
+	return Lease{}, &ConditionError{Op: OpTake, Key: key, Err: s.notFoundOrChanged(ctx, key)}
 }
 
-// whyTakeFailed reads the lease back after a failed take: ErrLeaseNotFound if it is gone,
-// ErrLeaseChanged otherwise. If the read fails, the take still did not apply; the answer is then
-// ErrLeaseChanged (a lease that is gone has changed too, and the caller lists again either way)
-// with the read's error in the message.
-func (s *DynamoDBStore) whyTakeFailed(ctx context.Context, key Key) error {
+// notFoundOrChanged reads the lease back after a failed take or handoff request:
+// ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise. If the read fails, the write still
+// did not apply; the answer is then ErrLeaseChanged (a lease that is gone has changed too, and
+// the caller lists again either way) with the read's error in the message.
+func (s *DynamoDBStore) notFoundOrChanged(ctx context.Context, key Key) error {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      keyItem(key),
@@ -490,6 +491,7 @@ const ownerCondition = "#owner = :me AND #gen = :g"
 // ownerUpdate runs an owner-side write (Renew, Checkpoint, Release) conditioned on held's owner
 // and generation. Any failed condition is ErrLeaseLost: whether the lease is gone, free or owned
 // by someone else, the owner's reaction is the same, so no read is spent telling them apart.
+// (Handoff has a condition of its own beyond ownership and tells its failures apart.)
 func (s *DynamoDBStore) ownerUpdate(ctx context.Context, op string, held Lease, set string,
 	names map[string]string, values map[string]types.AttributeValue,
 ) (Lease, error) {

@@ -10,15 +10,17 @@ import (
 )
 
 // Operation names, as passed to a fault hook and carried by ConditionError.Op. They are the
-// names of the Store methods in lower case so that a test can script a fault for exactly one
-// kind of call.
+// names of the Store methods in lower case (words joined by '-') so that a test can script a
+// fault for exactly one kind of call.
 const (
-	OpCreate     = "create"
-	OpList       = "list"
-	OpTake       = "take"
-	OpRenew      = "renew"
-	OpCheckpoint = "checkpoint"
-	OpRelease    = "release"
+	OpCreate         = "create"
+	OpList           = "list"
+	OpTake           = "take"
+	OpRenew          = "renew"
+	OpCheckpoint     = "checkpoint"
+	OpRelease        = "release"
+	OpRequestHandoff = "request-handoff"
+	OpHandoff        = "handoff"
 )
 
 // faultFunc is the hook SetFault installs; see there.
@@ -195,10 +197,72 @@ func (s *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	})
 }
 
+// RequestHandoff implements Store.
+func (s *MemoryStore) RequestHandoff(ctx context.Context, observed Lease, taker string) (Lease, error) {
+	key := observed.Key()
+	if err := s.before(ctx, OpRequestHandoff, key, true); err != nil {
+		return Lease{}, err
+	}
+	if err := checkHandoffRequest(observed, taker); err != nil {
+		return Lease{}, err
+	}
+	return s.update(OpRequestHandoff, key, ErrLeaseNotFound, func(cur Lease) (Lease, error) {
+		// cur.Owner != taker follows from cur.Owner == observed.Owner, which
+		// checkHandoffRequest made sure is neither "" nor taker.
+		if cur.Owner != observed.Owner || cur.Generation != observed.Generation {
+			return Lease{}, ErrLeaseChanged
+		}
+		if cur.PendingOwner != "" && cur.PendingOwner != taker {
+			return Lease{}, ErrLeaseChanged // another worker asked first
+		}
+		cur.PendingOwner = taker
+		return cur, nil
+	})
+}
+
+// Handoff implements Store.
+func (s *MemoryStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
+	key := held.Key()
+	if err := s.before(ctx, OpHandoff, key, true); err != nil {
+		return Lease{}, err
+	}
+	return s.update(OpHandoff, key, ErrLeaseLost, func(cur Lease) (Lease, error) {
+		if !holds(cur, held) {
+			return Lease{}, ErrLeaseLost
+		}
+		if cur.PendingOwner == "" {
+			return Lease{}, ErrNoPendingOwner
+		}
+		cur.Owner = cur.PendingOwner
+		cur.Generation++
+		cur.PendingOwner = ""
+		return cur, nil
+	})
+}
+
+// checkHandoffRequest is what both stores check of a RequestHandoff before asking the table:
+// input no condition could make right is a plain error, and a lease observed free is
+// ErrLeaseChanged without a trip to the table (there is no owner to ask; a free lease is taken,
+// not requested).
+func checkHandoffRequest(observed Lease, taker string) error {
+	key := observed.Key()
+	switch {
+	case taker == "":
+		return fmt.Errorf("lease %s of %s: the taker is empty", OpRequestHandoff, key)
+	case observed.Owner == taker:
+		return fmt.Errorf("lease %s of %s: the taker %q is the lease's owner; a worker cannot ask itself for a lease",
+			OpRequestHandoff, key, taker)
+	case observed.Owner == "":
+		return &ConditionError{Op: OpRequestHandoff, Key: key, Err: ErrLeaseChanged}
+	}
+	return nil
+}
+
 // update applies change to the stored lease under the lock and bumps its Counter, which every
-// successful write does. missing is the error when the lease does not exist: for Take it is
-// ErrLeaseNotFound, for the owner's own writes ErrLeaseLost, because a lease that is gone is
-// one its owner no longer holds and the owner's reaction (stop the shard) is the same.
+// successful write does. missing is the error when the lease does not exist: for Take and
+// RequestHandoff it is ErrLeaseNotFound, for the owner's own writes ErrLeaseLost, because a
+// lease that is gone is one its owner no longer holds and the owner's reaction (stop the shard)
+// is the same.
 func (s *MemoryStore) update(op string, key Key, missing error, change func(Lease) (Lease, error)) (Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

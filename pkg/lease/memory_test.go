@@ -48,6 +48,8 @@ func calls(ctx context.Context, s lease.Store, held lease.Lease) map[string]erro
 	_, errs[lease.OpRenew] = s.Renew(ctx, held)
 	_, errs[lease.OpCheckpoint] = s.Checkpoint(ctx, held, "7")
 	_, errs[lease.OpRelease] = s.Release(ctx, held)
+	_, errs[lease.OpRequestHandoff] = s.RequestHandoff(ctx, held, "worker-c")
+	_, errs[lease.OpHandoff] = s.Handoff(ctx, held)
 	return errs
 }
 
@@ -86,6 +88,8 @@ func TestMemoryStoreFaultSeesOpAndKey(t *testing.T) {
 		{lease.OpRenew, held.Key()},
 		{lease.OpCheckpoint, held.Key()},
 		{lease.OpRelease, held.Key()},
+		{lease.OpRequestHandoff, held.Key()},
+		{lease.OpHandoff, held.Key()},
 	}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("hook saw %v, want %v", seen, want)
@@ -98,6 +102,12 @@ func TestMemoryStoreFaultSeesOpAndKey(t *testing.T) {
 	}
 	if !errors.Is(errs[lease.OpRenew], lease.ErrLeaseLost) {
 		t.Errorf("renew after worker-b took the lease: %v, want ErrLeaseLost", errs[lease.OpRenew])
+	}
+	if !errors.Is(errs[lease.OpRequestHandoff], lease.ErrLeaseChanged) {
+		t.Errorf("request of worker-a after worker-b took the lease: %v, want ErrLeaseChanged", errs[lease.OpRequestHandoff])
+	}
+	if !errors.Is(errs[lease.OpHandoff], lease.ErrLeaseLost) {
+		t.Errorf("handoff after worker-b took the lease: %v, want ErrLeaseLost", errs[lease.OpHandoff])
 	}
 }
 

@@ -31,8 +31,9 @@ type Lease struct {
 
 	// Owner is the worker holding the lease; "" means free.
 	Owner string
-	// Generation changes whenever ownership changes (take, release). Owner-side writes are
-	// conditioned on it, which fences an owner that lost the lease and did not notice.
+	// Generation changes whenever ownership changes (take, release, handoff). Owner-side
+	// writes are conditioned on it, which fences an owner that lost the lease and did not
+	// notice.
 	Generation int64
 	// Counter changes on every write. Other workers judge a lease expired when its counter has
 	// not changed for the lease duration, timed on their own clock.
@@ -43,7 +44,8 @@ type Lease struct {
 	Checkpoint string
 	// Parents are the shard ids this shard was split or merged from (at most two).
 	Parents []string
-	// PendingOwner is a worker that asked for this lease to be handed over to it ("" if none).
+	// PendingOwner is a worker that asked for this lease to be handed over to it ("" if none);
+	// see RequestHandoff.
 	PendingOwner string
 }
 
@@ -78,16 +80,21 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrLeaseExists is returned by Create when the lease is already there.
 	ErrLeaseExists = errors.New("lease already exists")
-	// ErrLeaseChanged is returned by Take when the lease changed since the caller observed it
-	// (renewed, taken or released by someone else); the caller should list again.
+	// ErrLeaseChanged is returned by Take and RequestHandoff when the lease changed since the
+	// caller observed it (renewed, taken or released by someone else, or, for RequestHandoff,
+	// asked for by another worker first); the caller should list again.
 	ErrLeaseChanged = errors.New("lease changed since it was observed")
 	// ErrLeaseNotFound is returned when the lease does not exist.
 	ErrLeaseNotFound = errors.New("lease not found")
+	// ErrNoPendingOwner is returned by Handoff when the caller still holds the lease but nobody
+	// asked for it (any more): there is nobody to hand it to, so the caller keeps it and goes on
+	// reading.
+	ErrNoPendingOwner = errors.New("lease has no pending owner to hand over to")
 )
 
 // ConditionError is the error of a conditional write that did not apply. It names the lease
-// and the operation; errors.Is matches its Err (ErrLeaseLost, ErrLeaseExists, ErrLeaseChanged or
-// ErrLeaseNotFound).
+// and the operation; errors.Is matches its Err (ErrLeaseLost, ErrLeaseExists, ErrLeaseChanged,
+// ErrLeaseNotFound or ErrNoPendingOwner).
 type ConditionError struct {
 	Op  string
 	Key Key
@@ -106,10 +113,28 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // Every write that succeeds increments Counter by one; a write that fails changes nothing.
 //
 // Input that no condition could make right is rejected before the store is asked, with a plain
-// error (not a *ConditionError) that says what is empty: a key with an empty group, stream or
-// shard id, Take to an empty owner, Checkpoint of "". Owner-side writes (Renew, Checkpoint,
-// Release) with a held lease that is free or gone fail with ErrLeaseLost: nobody holds it.
+// error (not a *ConditionError) that says what is wrong: a key with an empty group, stream or
+// shard id, Take or RequestHandoff to an empty owner, Checkpoint of "", RequestHandoff by the
+// observed owner itself. Owner-side writes (Renew, Checkpoint, Release, Handoff) with a held
+// lease that is free or gone fail with ErrLeaseLost: nobody holds it. RequestHandoff of a lease
+// observed free fails with ErrLeaseChanged: there is nobody to ask; take it instead.
 // The conformance suite in package leasetest checks all of this.
+//
+// # Handing a lease over
+//
+// A worker below its fair share with no free lease to take steals one in two steps, so that
+// the owner can finish its in-flight records and checkpoint first:
+//
+//  1. the taker calls RequestHandoff with the lease as it listed it; the lease's PendingOwner
+//     becomes the taker. Only one taker can be pending at a time.
+//  2. the owner learns of the request from what Renew (or List) returns, stops delivering the
+//     shard, checkpoints and calls Handoff, which makes the pending owner the owner in a new
+//     generation. If the owner does not hand over in time, the taker may Take the lease
+//     (conditioned on what it observed, as any take), which also clears the request.
+//
+// Within one generation PendingOwner only ever goes from "" to one taker: a second taker's
+// request fails, and only a change of owner (Take, Release, Handoff), which is a new generation,
+// clears it.
 type Store interface {
 	// Create stores l if no lease with its key exists; the stored lease has Counter 1,
 	// Generation 0 and whatever Owner, Checkpoint, Parents and PendingOwner l carries
@@ -136,4 +161,24 @@ type Store interface {
 	// another worker can take it at once, provided Owner and Generation are still those of
 	// held. Returns ErrLeaseLost otherwise.
 	Release(ctx context.Context, held Lease) (Lease, error)
+
+	// RequestHandoff asks the owner of the lease to hand it over to taker by setting
+	// PendingOwner to taker, provided the lease's Owner and Generation are still what the
+	// caller observed (its Counter may have moved: the owner renewing does not void a
+	// request), it is owned by someone other than taker, and no other worker's request is
+	// pending (a repeated request by taker succeeds again). Ownership does not change.
+	// Returns ErrLeaseChanged if the lease moved on or another worker asked first,
+	// ErrLeaseNotFound if it is gone.
+	RequestHandoff(ctx context.Context, observed Lease, taker string) (Lease, error)
+
+	// Handoff gives the lease to its PendingOwner, provided Owner and Generation are still
+	// those of held: the pending owner becomes Owner, Generation is incremented, PendingOwner
+	// is cleared and the Checkpoint is kept as stored (the owner checkpoints before it hands
+	// over). It returns the lease as it now is, owned by the taker, which the caller must no
+	// longer use. The lease goes to the PendingOwner stored at the time of the write, which in
+	// one generation is the only worker that asked, so a held copy that does not show the
+	// request yet hands over the same way. Returns ErrLeaseLost if the caller no longer holds
+	// the lease (also when the taker or anyone else took it meanwhile), ErrNoPendingOwner if it
+	// does but no request is pending: then the caller keeps the lease.
+	Handoff(ctx context.Context, held Lease) (Lease, error)
 }

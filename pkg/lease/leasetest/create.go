@@ -181,6 +181,10 @@ func testInvalidKeys(e *env) {
 			wantInvalid(t, err, "Checkpoint", tc.missing)
 			_, err = e.s.Release(e.ctx, l)
 			wantInvalid(t, err, "Release", tc.missing)
+			_, err = e.s.RequestHandoff(e.ctx, l, "worker-b")
+			wantInvalid(t, err, "RequestHandoff", tc.missing)
+			_, err = e.s.Handoff(e.ctx, l)
+			wantInvalid(t, err, "Handoff", tc.missing)
 			if tc.missing != "shard id" {
 				_, err = e.s.List(e.ctx, l.Group, l.Stream)
 				wantInvalid(t, err, "List", tc.missing)
@@ -194,6 +198,9 @@ func testInvalidKeys(e *env) {
 	held := e.take(l, "worker-a")
 	_, err = e.s.Checkpoint(e.ctx, held, "")
 	wantInvalid(e.t, err, "Checkpoint with no checkpoint", "checkpoint")
+	e.stored(held)
+	_, err = e.s.RequestHandoff(e.ctx, held, "")
+	wantInvalid(e.t, err, "RequestHandoff with no taker", "taker")
 	e.stored(held)
 }
 
@@ -211,4 +218,15 @@ func testCancelled(e *env) {
 		e.t.Fatalf("leases after cancelled calls = %+v, want only the first", got)
 	}
 	e.stored(l)
+
+	held := e.take(l, "worker-a")
+	if _, err := e.s.RequestHandoff(ctx, held, "worker-b"); err == nil {
+		e.t.Fatal("RequestHandoff with a cancelled context succeeded")
+	}
+	e.stored(held)
+	pending := e.request(held, "worker-b")
+	if _, err := e.s.Handoff(ctx, pending); err == nil {
+		e.t.Fatal("Handoff with a cancelled context succeeded")
+	}
+	e.stored(pending)
 }

@@ -39,6 +39,7 @@ func cases() []testCase {
 	all = append(all, createCases()...)
 	all = append(all, takeCases()...)
 	all = append(all, ownerCases()...)
+	all = append(all, handoffCases()...)
 	return all
 }
 
@@ -115,6 +116,24 @@ func (e *env) release(held lease.Lease) lease.Lease {
 	got, err := e.s.Release(e.ctx, held)
 	if err != nil {
 		e.t.Fatalf("Release(%s): %v", held.Key(), err)
+	}
+	return got
+}
+
+func (e *env) request(observed lease.Lease, taker string) lease.Lease {
+	e.t.Helper()
+	got, err := e.s.RequestHandoff(e.ctx, observed, taker)
+	if err != nil {
+		e.t.Fatalf("RequestHandoff(%s, %q): %v", observed.Key(), taker, err)
+	}
+	return got
+}
+
+func (e *env) handoff(held lease.Lease) lease.Lease {
+	e.t.Helper()
+	got, err := e.s.Handoff(e.ctx, held)
+	if err != nil {
+		e.t.Fatalf("Handoff(%s): %v", held.Key(), err)
 	}
 	return got
 }

@@ -80,6 +80,8 @@ func testOwnerWritesOnFree(e *env) {
 	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpCheckpoint, free.Key())
 	_, err = e.s.Release(e.ctx, free)
 	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpRelease, free.Key())
+	_, err = e.s.Handoff(e.ctx, free)
+	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpHandoff, free.Key())
 	e.stored(free)
 }
 
@@ -93,6 +95,9 @@ func testOwnerWritesOnMissing(e *env) {
 	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpCheckpoint, held.Key())
 	_, err = e.s.Release(e.ctx, held)
 	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpRelease, held.Key())
+	held.PendingOwner = "worker-b"
+	_, err = e.s.Handoff(e.ctx, held)
+	wantCondition(e.t, err, lease.ErrLeaseLost, lease.OpHandoff, held.Key())
 	if got := e.list(); len(got) != 0 {
 		e.t.Fatalf("owner writes on a missing lease created %+v", got)
 	}
