@@ -144,6 +144,14 @@ type Position struct {
 	Timestamp time.Time
 }
 
+// ShardEvent names a shard whose ownership changed, for the SubscriberConfig hooks.
+type ShardEvent struct {
+	Stream        string
+	ShardID       string
+	ConsumerGroup string
+	WorkerID      string
+}
+
 // NoSleep, as SubscriberConfig.NackResendSleep, resends a nacked message at once.
 const NoSleep time.Duration = -1
 
@@ -220,6 +228,24 @@ type SubscriberConfig struct {
 	// ShardSyncInterval is how often the stream's shards are listed to find new ones.
 	// Default: 30 s.
 	ShardSyncInterval time.Duration
+	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
+	// waits for the owner to hand it over before taking it. The owner lets the messages in
+	// flight finish for up to half of it, checkpoints, and hands over. Default: 10 s.
+	HandoffTimeout time.Duration
+
+	// OnShardAcquired is called when this instance starts reading a shard of a group.
+	OnShardAcquired func(ShardEvent)
+	// OnShardRevoked is called when this instance gives a shard up while it may still
+	// checkpoint: on Close, on the Subscribe context's end, and when it hands the shard to
+	// another instance. Messages acked before it returns are checkpointed.
+	OnShardRevoked func(ShardEvent)
+	// OnShardLost is called when this instance lost a shard and may not checkpoint it any
+	// more: another instance took the lease, or renewals failed for too long. Its unacked
+	// messages will be redelivered by the new owner.
+	//
+	// The hooks run on the shard's reader goroutine (several shards' hooks may run at once)
+	// and hold up that shard while they run.
+	OnShardLost func(ShardEvent)
 
 	// CreateStream makes Subscribe and SubscribeInitialize create a missing stream.
 	// Default: false (a missing stream is an error).
@@ -257,6 +283,7 @@ func (c *SubscriberConfig) setDefaults() {
 	setDefault(&c.LeaseRenewInterval, c.LeaseDuration/3)
 	setDefault(&c.LeaseSyncInterval, 2*time.Second)
 	setDefault(&c.ShardSyncInterval, 30*time.Second)
+	setDefault(&c.HandoffTimeout, 10*time.Second)
 	setDefault(&c.CreateStreamShards, 1)
 	setDefault(&c.CloseTimeout, 30*time.Second)
 	if c.Clock == nil {
@@ -308,6 +335,7 @@ func (c SubscriberConfig) Validate() error {
 		{"PollInterval", c.PollInterval}, {"MinReadInterval", c.MinReadInterval}, {"CheckpointInterval", c.CheckpointInterval},
 		{"LeaseDuration", c.LeaseDuration}, {"LeaseRenewInterval", c.LeaseRenewInterval},
 		{"LeaseSyncInterval", c.LeaseSyncInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
+		{"HandoffTimeout", c.HandoffTimeout},
 		{"CloseTimeout", c.CloseTimeout},
 	} {
 		if d.value < 0 {

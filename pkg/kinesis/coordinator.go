@@ -36,8 +36,9 @@ type subscription struct {
 	shards   map[string]types.Shard // the last shard listing
 	leases   map[string]lease.Lease // the group's leases at the last lease sync
 	tracker  *lease.Tracker
-	ended    map[string]bool   // without a group: shards read to their end
-	progress map[string]string // without a group: where a restarted reader resumes
+	asked    map[string]time.Time // shards whose lease this worker asked for, and when
+	ended    map[string]bool      // without a group: shards read to their end
+	progress map[string]string    // without a group: where a restarted reader resumes
 }
 
 func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill.LoggerAdapter, stream string) *subscription {
@@ -52,6 +53,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		shards:   map[string]types.Shard{},
 		leases:   map[string]lease.Lease{},
 		tracker:  lease.NewTracker(),
+		asked:    map[string]time.Time{},
 		ended:    map[string]bool{},
 		progress: map[string]string{},
 	}
@@ -191,6 +193,8 @@ func (c *subscription) startReaders() error {
 		case rerr := <-r.ready:
 			if rerr != nil {
 				errs = append(errs, rerr)
+			} else if r.leased {
+				c.hook(c.cfg.OnShardAcquired, r.shardID)
 			}
 		case <-c.ctx.Done():
 			return c.ctx.Err()
@@ -212,8 +216,11 @@ func (c *subscription) startUnleased() []*shardReader {
 	return started
 }
 
-// takeLeases fences readers whose lease moved on, then takes free or expired leases up to
-// this worker's fair share and starts their readers.
+// takeLeases brings this worker to its fair share (lease.PlanShare): it fences readers whose
+// lease moved on, tells readers whose lease another worker asked for to hand it over, starts
+// readers for leases handed to it, takes free or expired leases up to its target, and, below
+// target with nothing free, asks the most loaded worker for one lease (taking it itself if
+// the owner has not handed it over within HandoffTimeout).
 func (c *subscription) takeLeases() ([]*shardReader, error) {
 	if err := c.refreshLeases(); err != nil {
 		return nil, err
@@ -221,55 +228,105 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	now := c.cfg.Clock.Now()
 	me := c.cfg.WorkerID
 	for id, r := range c.readers {
-		if l, ok := c.leases[id]; !ok || l.Owner != me || l.Generation != r.generation {
+		l, ok := c.leases[id]
+		switch {
+		case !ok || l.Owner != me || l.Generation != r.generation:
 			r.markLost()
+		case l.PendingOwner != "":
+			r.requestHandoff()
 		}
 	}
 	list := make([]lease.Lease, 0, len(c.leases))
-	open := 0
 	for _, id := range sortedKeys(c.leases) {
-		l := c.leases[id]
-		list = append(list, l)
-		if l.Checkpoint != lease.ShardEnd {
-			open++
-		}
+		list = append(list, c.leases[id])
 	}
-	live := func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.LeaseDuration) }
-	target := lease.Target(open, lease.Workers(list, me, live))
-	held := len(c.readers)
+	plan := lease.PlanShare(lease.ShareInput{
+		Self:     me,
+		Leases:   list,
+		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.LeaseDuration) },
+		Eligible: c.eligible,
+	})
 	var started []*shardReader
 	for _, l := range list {
-		if held >= target {
-			break
+		// Ours with no reader: handed to this worker, or left by a reader that stopped when
+		// it could not renew. Taking it again bumps the counter and the generation, so that
+		// nobody judges it expired from before and no earlier reader of ours can write.
+		if l.Owner == me && c.readers[l.ShardID] == nil && c.eligible(l) {
+			if r := c.take(l); r != nil {
+				started = append(started, r)
+			}
 		}
-		if c.readers[l.ShardID] != nil || !c.takeable(l, now) {
-			continue
-		}
-		takenAt := c.cfg.Clock.Now()
-		taken, err := c.cfg.LeaseStore.Take(c.ctx, l, me)
-		if err != nil {
-			c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
-			continue
-		}
-		c.leases[l.ShardID] = taken
-		held++
-		pos := position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}
-		started = append(started, c.startReader(l.ShardID, pos, &taken, takenAt))
 	}
+	for _, l := range plan.Take {
+		if r := c.take(l); r != nil {
+			started = append(started, r)
+		}
+	}
+	if plan.Steal != nil {
+		c.ask(*plan.Steal)
+	}
+	started = append(started, c.takeOverdue(now)...)
 	return started, nil
 }
 
-// takeable: a listed shard, not finished; free, expired or (after a restart with the same
-// WorkerID) ours; and its parents finished, which keeps each key's records in order across a
-// reshard.
-func (c *subscription) takeable(l lease.Lease, now time.Time) bool {
+// take takes one lease and starts its reader; nil if another worker was faster.
+func (c *subscription) take(l lease.Lease) *shardReader {
+	takenAt := c.cfg.Clock.Now()
+	taken, err := c.cfg.LeaseStore.Take(c.ctx, l, c.cfg.WorkerID)
+	if err != nil {
+		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return nil
+	}
+	delete(c.asked, l.ShardID)
+	c.leases[l.ShardID] = taken
+	return c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
+}
+
+// ask marks this worker as the pending owner of a lease of the most loaded worker.
+func (c *subscription) ask(l lease.Lease) {
+	asked, err := c.cfg.LeaseStore.RequestHandoff(c.ctx, l, c.cfg.WorkerID)
+	if err != nil {
+		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return
+	}
+	c.logger.Info("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
+	c.leases[l.ShardID] = asked
+	c.asked[l.ShardID] = c.cfg.Clock.Now()
+}
+
+// takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
+// and forgets requests that another change of owner made moot.
+func (c *subscription) takeOverdue(now time.Time) []*shardReader {
+	var started []*shardReader
+	for _, id := range sortedKeys(c.asked) {
+		l, ok := c.leases[id]
+		switch {
+		case !ok || l.Owner == c.cfg.WorkerID || l.PendingOwner != c.cfg.WorkerID:
+			delete(c.asked, id)
+		case now.Sub(c.asked[id]) >= c.cfg.HandoffTimeout && c.eligible(l):
+			c.logger.Info("Owner did not hand the lease over in time; taking it", c.logFields().Add(watermill.LogFields{"shard": id, "owner": l.Owner}))
+			if r := c.take(l); r != nil {
+				started = append(started, r)
+			}
+		}
+	}
+	return started
+}
+
+// eligible: a listed shard, not finished, whose parents are finished, which keeps each key's
+// records in order across a reshard.
+func (c *subscription) eligible(l lease.Lease) bool {
 	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd {
 		return false
 	}
-	if l.Owner != c.cfg.WorkerID && !c.tracker.Available(l, now, c.cfg.LeaseDuration) {
-		return false
-	}
 	return c.parentsDone(l.Parents)
+}
+
+// hook calls one of the SubscriberConfig hooks, if set.
+func (c *subscription) hook(f func(ShardEvent), shardID string) {
+	if f != nil {
+		f(ShardEvent{Stream: c.stream, ShardID: shardID, ConsumerGroup: c.cfg.ConsumerGroup, WorkerID: c.cfg.WorkerID})
+	}
 }
 
 // parentsDone: every parent is finished, or no longer listed (aged out of the stream).
@@ -293,11 +350,11 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &shardReader{
 		sub: c, shardID: shardID, ctx: ctx, cancel: cancel,
-		lost: make(chan struct{}), ready: make(chan error, 1),
+		lost: make(chan struct{}), handoff: make(chan struct{}), ready: make(chan error, 1),
 		start: pos, held: held, renewed: takenAt,
 	}
 	if held != nil {
-		r.generation = held.Generation
+		r.leased, r.generation = true, held.Generation
 	}
 	c.readers[shardID] = r
 	go r.run()

@@ -21,6 +21,8 @@ type readerExit struct {
 	// shardEnded: the shard is closed and every record of it was acked (and, in a group,
 	// checkpointed SHARD_END).
 	shardEnded bool
+	// handedOff: the lease went to the worker that asked for it.
+	handedOff bool
 	// lastAcked is the sequence number of the last record acked in order ("" if none), where
 	// a no-group subscription resumes the shard if it starts it again.
 	lastAcked string
@@ -43,8 +45,11 @@ type shardReader struct {
 
 	start      position     // where reading starts
 	held       *lease.Lease // nil without a consumer group
+	leased     bool         // started with a lease; read by the coordinator
 	generation int64        // held.Generation when taken; read by the coordinator
 	lostOnce   sync.Once
+	handoff    chan struct{} // closed by the coordinator when another worker asked for the lease
+	handOnce   sync.Once
 
 	iterator string
 	askedAt  time.Time      // when the first iterator was asked for, by this machine's clock
@@ -60,7 +65,12 @@ type shardReader struct {
 	fetchAt  time.Time      // the earliest time the next GetRecords may be sent
 	failures int            // consecutive failed reads, for backoff
 	renewed  time.Time      // when the last successful renewal (at first: the take) was sent
-	timers   readerTimers
+	// handingOff: another worker asked for the lease; nothing more is sent, and once the
+	// messages in flight are settled (or at handoffBy) the lease is handed over.
+	handingOff bool
+	handoffBy  time.Time
+	handedOff  bool // the lease went to the worker that asked for it
+	timers     readerTimers
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -71,6 +81,10 @@ type position struct {
 
 // now reads the subscription's clock.
 func (r *shardReader) now() time.Time { return r.sub.cfg.Clock.Now() }
+
+// requestHandoff tells the reader, from the coordinator, that another worker asked for its
+// lease.
+func (r *shardReader) requestHandoff() { r.handOnce.Do(func() { close(r.handoff) }) }
 
 // markLost tells the reader, from the coordinator, that the lease moved to another owner.
 func (r *shardReader) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
@@ -105,7 +119,12 @@ func (r *shardReader) run() {
 	r.ready <- nil
 	r.timers.start(r.sub.cfg, r.held != nil, r.renewed)
 	exit.shardEnded, exit.err = r.loop()
-	if exit.err != nil && !errors.Is(exit.err, context.Canceled) {
+	exit.handedOff = r.handedOff
+	switch {
+	case errors.Is(exit.err, ErrLeaseLost):
+		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
+		r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
+	case exit.err != nil && !errors.Is(exit.err, context.Canceled):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
 	}
 }
@@ -124,6 +143,12 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		if r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0 {
 			return true, nil
 		}
+		if r.handingOff && (oldestUnsettled(r.window) == nil || !now.Before(r.handoffBy)) {
+			if err := r.handOver(); err != nil || r.handedOff {
+				return false, err
+			}
+			continue
+		}
 		if r.prepared == nil && r.next < len(r.records) {
 			r.prepare()
 		}
@@ -136,9 +161,12 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 
 		var send chan<- *message.Message
 		var toSend *delivery
-		if d := nextResend(r.window); d != nil && !now.Before(d.resendAt) {
+		switch d := nextResend(r.window); {
+		case r.handingOff:
+			// Nothing more goes out: the next owner continues from the checkpoint.
+		case d != nil && !now.Before(d.resendAt):
 			toSend = d
-		} else if r.prepared != nil && len(r.window) < cfg.MaxInFlight {
+		case r.prepared != nil && len(r.window) < cfg.MaxInFlight:
 			toSend = r.prepared
 		}
 		if toSend != nil {
@@ -148,7 +176,12 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		if d := oldestUnsettled(r.window); d != nil {
 			acked, nacked = d.msg.Acked(), d.msg.Nacked()
 		}
-		wake := r.timers.wakeAt(r.sub.cfg.Clock, now, r.wakeTime(now, toSend != nil))
+		wakeAt := r.wakeTime(now, toSend != nil)
+		handoff := r.handoff
+		if r.handingOff {
+			handoff, wakeAt = nil, r.handoffBy
+		}
+		wake := r.timers.wakeAt(r.sub.cfg.Clock, now, wakeAt)
 
 		select {
 		case send <- msgOf(toSend):
@@ -166,6 +199,9 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 			}
 		case <-r.timers.leaseDeadline:
 			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, r.now().Sub(r.renewed).Round(time.Millisecond))
+		case <-handoff:
+			r.handingOff = true
+			r.handoffBy = now.Add(cfg.HandoffTimeout / 2)
 		case <-r.lost:
 			return false, fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
 		case <-r.ctx.Done():

@@ -148,6 +148,37 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	return nil
 }
 
+// handOver gives the lease to the worker that asked for it: the revoked hook, the checkpoint
+// of what was acked, then the conditional handoff. Messages still unsettled (the owner waited
+// up to half of HandoffTimeout) are redelivered by the new owner. If nobody is waiting for the
+// lease any more, the reader simply goes on.
+func (r *shardReader) handOver() error {
+	r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+	r.settleWindow(r.now())
+	if err := r.checkpoint(r.ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.storeTimeout())
+	defer cancel()
+	l, err := r.sub.cfg.LeaseStore.Handoff(ctx, *r.held)
+	switch {
+	case err == nil:
+		r.sub.logger.Info("Lease handed over", r.logFields().Add(watermill.LogFields{"to": l.Owner}))
+		r.held, r.handedOff = nil, true
+		return nil
+	case errors.Is(err, lease.ErrNoPendingOwner):
+		r.handingOff = false
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost):
+		return fmt.Errorf("%w: handing over: %w", ErrLeaseLost, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Handing over the lease failed; will retry", err, r.logFields())
+	r.handoffBy = r.now().Add(r.sub.cfg.LeaseRenewInterval)
+	return nil
+}
+
 // giveUp writes the final checkpoint (SHARD_END if the shard is done) and releases the lease,
 // on a context of its own since the reader's is usually cancelled by now. Half of
 // CloseTimeout bounds it, so that Close still returns in time, with every channel closed,
@@ -158,6 +189,10 @@ func (r *shardReader) giveUp(shardEnded bool) {
 	seq := r.acked
 	if shardEnded {
 		seq = lease.ShardEnd
+	} else {
+		r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+		r.settleWindow(r.now()) // the hook may have acked
+		seq = r.acked
 	}
 	if seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
