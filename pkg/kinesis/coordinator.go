@@ -350,7 +350,7 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &shardReader{
 		sub: c, shardID: shardID, ctx: ctx, cancel: cancel,
-		lost: make(chan struct{}), handoff: make(chan struct{}), ready: make(chan error, 1),
+		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
 		start: pos, held: held, renewed: takenAt,
 	}
 	if held != nil {

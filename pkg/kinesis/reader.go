@@ -48,8 +48,9 @@ type shardReader struct {
 	leased     bool         // started with a lease; read by the coordinator
 	generation int64        // held.Generation when taken; read by the coordinator
 	lostOnce   sync.Once
-	handoff    chan struct{} // closed by the coordinator when another worker asked for the lease
-	handOnce   sync.Once
+	// handoff gets a value from the coordinator at each lease sync that finds another
+	// worker waiting for this lease (buffered 1; a signal already pending is enough).
+	handoff chan struct{}
 
 	iterator string
 	askedAt  time.Time      // when the first iterator was asked for, by this machine's clock
@@ -83,8 +84,13 @@ type position struct {
 func (r *shardReader) now() time.Time { return r.sub.cfg.Clock.Now() }
 
 // requestHandoff tells the reader, from the coordinator, that another worker asked for its
-// lease.
-func (r *shardReader) requestHandoff() { r.handOnce.Do(func() { close(r.handoff) }) }
+// lease. It never blocks.
+func (r *shardReader) requestHandoff() {
+	select {
+	case r.handoff <- struct{}{}:
+	default:
+	}
+}
 
 // markLost tells the reader, from the coordinator, that the lease moved to another owner.
 func (r *shardReader) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
