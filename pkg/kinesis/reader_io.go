@@ -94,6 +94,32 @@ func (r *shardReader) fetchFailed(err error) error {
 // resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
 const latestSkewMargin = time.Second
 
+// leaseCall runs one lease store call for the reader, bounded by storeTimeout and by the
+// lease deadline on the subscription's clock: a store that hangs must not hold the reader,
+// still delivering, past the point where it has to give the shard up. Past the deadline the
+// call is cancelled and the result is ErrLeaseLost.
+func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
+	ctx, cancel := context.WithTimeout(parent, r.storeTimeout())
+	defer cancel()
+	type result struct {
+		l   lease.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := call(ctx)
+		done <- result{l, err}
+	}()
+	select {
+	case res := <-done:
+		return res.l, res.err
+	case <-r.timers.leaseDeadline:
+		cancel()
+		<-done // the store returns once its context is cancelled
+		return lease.Lease{}, fmt.Errorf("%w: a lease store call outlasted the lease deadline", ErrLeaseLost)
+	}
+}
+
 // storeTimeout bounds one lease store call, so that a hung store cannot hold a reader past
 // the point where it must give the shard up.
 func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenewInterval }
@@ -102,16 +128,16 @@ func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenew
 // retried at the next tick, and the lease deadline stops the reader if none succeeds in time.
 func (r *shardReader) renew() error {
 	sentAt := r.now()
-	ctx, cancel := context.WithTimeout(r.ctx, r.storeTimeout())
-	defer cancel()
-	l, err := r.sub.cfg.LeaseStore.Renew(ctx, *r.held)
+	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
+		return r.sub.cfg.LeaseStore.Renew(ctx, *r.held)
+	})
 	switch {
 	case err == nil:
 		r.held = &l
 		r.renewed = sentAt
 		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
 	case r.ctx.Err() != nil:
 		return r.ctx.Err()
@@ -130,18 +156,18 @@ func (r *shardReader) checkpoint(ctx context.Context) error {
 
 func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	sentAt := r.now()
-	ctx, cancel := context.WithTimeout(ctx, r.storeTimeout())
-	defer cancel()
-	l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
+		return r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+	})
 	switch {
 	case err == nil:
 		r.held, r.saved = &l, seq
 		r.renewed = sentAt
 		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
-	case ctx.Err() != nil && r.ctx.Err() != nil:
+	case r.ctx.Err() != nil:
 		return r.ctx.Err()
 	}
 	r.sub.logger.Error("Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
@@ -158,9 +184,9 @@ func (r *shardReader) handOver() error {
 	if err := r.checkpoint(r.ctx); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.storeTimeout())
-	defer cancel()
-	l, err := r.sub.cfg.LeaseStore.Handoff(ctx, *r.held)
+	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
+		return r.sub.cfg.LeaseStore.Handoff(ctx, *r.held)
+	})
 	switch {
 	case err == nil:
 		r.sub.logger.Info("Lease handed over", r.logFields().Add(watermill.LogFields{"to": l.Owner}))
@@ -169,7 +195,7 @@ func (r *shardReader) handOver() error {
 	case errors.Is(err, lease.ErrNoPendingOwner):
 		r.handingOff = false
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost):
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: handing over: %w", ErrLeaseLost, err)
 	case r.ctx.Err() != nil:
 		return r.ctx.Err()
