@@ -57,6 +57,10 @@ func validatePartitionKey(key string) error {
 	return nil
 }
 
+// maxEnsureFailures is how many DescribeStreamSummary calls in a row may fail for throttling or
+// a transient error before ensureStream reports the error.
+const maxEnsureFailures = 4
+
 // streamReadyTimeout bounds the wait for a stream to become ACTIVE (AWS takes under a minute).
 const streamReadyTimeout = 3 * time.Minute
 
@@ -66,8 +70,21 @@ const streamReadyTimeout = 3 * time.Minute
 func ensureStream(ctx context.Context, client KinesisAPI, stream string, create bool, shards int32) error {
 	ctx, cancel := context.WithTimeout(ctx, streamReadyTimeout)
 	defer cancel()
+	var lastErr error
+	failures := 0 // consecutive calls that failed for throttling or a transient error
 	for attempt := 0; ; attempt++ {
 		out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		if c := classify(err); err != nil && (c == classTransient || c == classThrottled) {
+			// The SDK has retried this call already; a few more rounds ride out a blip,
+			// but a Kinesis that cannot be reached is reported, not waited for.
+			failures++
+			lastErr = err
+			if failures >= maxEnsureFailures {
+				return fmt.Errorf("kinesis: describing stream %q failed %d times: %w", stream, failures, err)
+			}
+		} else {
+			failures = 0
+		}
 		switch {
 		case err == nil:
 			if out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting {
@@ -88,6 +105,9 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
 		}
 		if err := sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {
+			if lastErr != nil {
+				return fmt.Errorf("kinesis: waiting for stream %q to become active: %w (last error: %w)", stream, err, lastErr)
+			}
 			return fmt.Errorf("kinesis: waiting for stream %q to become active: %w", stream, err)
 		}
 	}
