@@ -70,8 +70,11 @@ type shardReader struct {
 	// messages in flight are settled (or at handoffBy) the lease is handed over.
 	handingOff bool
 	handoffBy  time.Time
-	handedOff  bool // the lease went to the worker that asked for it
-	timers     readerTimers
+	// handoffRetry: after a failed Handoff call, the next one is not sent before this.
+	handoffRetry time.Time
+	handedOff    bool // the lease went to the worker that asked for it
+	revoked      bool // OnShardRevoked was called
+	timers       readerTimers
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -129,6 +132,7 @@ func (r *shardReader) run() {
 	switch {
 	case errors.Is(exit.err, ErrLeaseLost):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
+		r.cancelWindow() // the hook runs once nothing of this shard is live any more
 		r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
 	case exit.err != nil && !errors.Is(exit.err, context.Canceled):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
@@ -149,7 +153,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		if r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0 {
 			return true, nil
 		}
-		if r.handingOff && (oldestUnsettled(r.window) == nil || !now.Before(r.handoffBy)) {
+		if r.handingOff && !now.Before(r.handoffRetry) && (oldestUnsettled(r.window) == nil || !now.Before(r.handoffBy)) {
 			if err := r.handOver(); err != nil || r.handedOff {
 				return false, err
 			}
@@ -186,6 +190,9 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		handoff := r.handoff
 		if r.handingOff {
 			handoff, wakeAt = nil, r.handoffBy
+			if oldestUnsettled(r.window) == nil || r.handoffRetry.After(wakeAt) {
+				wakeAt = r.handoffRetry
+			}
 		}
 		wake := r.timers.wakeAt(r.sub.cfg.Clock, now, wakeAt)
 
@@ -206,8 +213,10 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		case <-r.timers.leaseDeadline:
 			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, r.now().Sub(r.renewed).Round(time.Millisecond))
 		case <-handoff:
+			// now is when this select started, which may be long ago: the wait for the
+			// messages in flight counts from the request.
 			r.handingOff = true
-			r.handoffBy = now.Add(cfg.HandoffTimeout / 2)
+			r.handoffBy = r.now().Add(cfg.HandoffTimeout / 2)
 		case <-r.lost:
 			return false, fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
 		case <-r.ctx.Done():

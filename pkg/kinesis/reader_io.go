@@ -179,7 +179,7 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 // up to half of HandoffTimeout) are redelivered by the new owner. If nobody is waiting for the
 // lease any more, the reader simply goes on.
 func (r *shardReader) handOver() error {
-	r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+	r.revokeOnce()
 	r.settleWindow(r.now())
 	if err := r.checkpoint(r.ctx); err != nil {
 		return err
@@ -201,8 +201,17 @@ func (r *shardReader) handOver() error {
 		return r.ctx.Err()
 	}
 	r.sub.logger.Error("Handing over the lease failed; will retry", err, r.logFields())
-	r.handoffBy = r.now().Add(r.sub.cfg.LeaseRenewInterval)
+	r.handoffRetry = r.now().Add(r.sub.cfg.LeaseRenewInterval)
 	return nil
+}
+
+// revokeOnce calls OnShardRevoked, once per reader: a handoff that is retried, or a Close
+// after a handoff attempt, does not revoke the shard again.
+func (r *shardReader) revokeOnce() {
+	if !r.revoked {
+		r.revoked = true
+		r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+	}
 }
 
 // giveUp writes the final checkpoint (SHARD_END if the shard is done) and releases the lease,
@@ -216,7 +225,7 @@ func (r *shardReader) giveUp(shardEnded bool) {
 	if shardEnded {
 		seq = lease.ShardEnd
 	} else {
-		r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+		r.revokeOnce()
 		r.settleWindow(r.now()) // the hook may have acked
 		seq = r.acked
 	}
