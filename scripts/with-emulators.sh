@@ -51,12 +51,12 @@ start_server() {
     kinesalite*)
       local opts="createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:1000000"
       [ -n "$dir" ] && opts="$opts,path:'$dir'"
-      (cd "$emu" && exec node -e "require('kinesalite')({$opts}).listen($port,'127.0.0.1')") >>"$state/$name.log" 2>&1 &
+      (cd "$emu" && exec node -r "$emu/ignore-aborted.js" -e "require('kinesalite')({$opts}).listen($port,'127.0.0.1')") >>"$state/$name.log" 2>&1 &
       ;;
     dynalite*)
       local args=(--host 127.0.0.1 --port "$port" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0)
       [ -n "$dir" ] && args+=(--path "$dir")
-      (cd "$emu" && exec node node_modules/dynalite/cli.js "${args[@]}") >>"$state/$name.log" 2>&1 &
+      (cd "$emu" && exec node -r "$emu/ignore-aborted.js" node_modules/dynalite/cli.js "${args[@]}") >>"$state/$name.log" 2>&1 &
       ;;
   esac
   local pid=$!

@@ -61,6 +61,9 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 		TableName:   config.LeaseTable,
 		CreateTable: config.CreateLeaseTable,
 	})
+	if errors.Is(err, lease.ErrTableNotFound) {
+		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q (set SubscriberConfig.CreateLeaseTable to create it): %w", config.ConsumerGroup, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q: %w", config.ConsumerGroup, err)
 	}
