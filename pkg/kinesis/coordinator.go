@@ -12,6 +12,7 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -86,6 +87,12 @@ func (c *subscription) run() {
 	defer leaseSync.Stop()
 	shardSync := c.cfg.Clock.NewTicker(c.cfg.ShardSyncInterval)
 	defer shardSync.Stop()
+	// expiry fires when an observed lease of another worker expires before the next periodic
+	// sync, so that a crashed worker's shards move after LeaseDuration, not up to a sync later.
+	expiry := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	expiry.Stop()
+	defer expiry.Stop()
+	c.armExpiry(expiry)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -99,6 +106,10 @@ func (c *subscription) run() {
 			}
 		case <-leaseSync.C():
 			c.logIfFailed("syncing leases", c.startReaders())
+			c.armExpiry(expiry)
+		case <-expiry.C():
+			c.logIfFailed("syncing leases at a lease's expiry", c.startReaders())
+			c.armExpiry(expiry)
 		case <-shardSync.C():
 			c.logIfFailed("listing shards", c.syncShards())
 		}
@@ -320,6 +331,19 @@ func (c *subscription) eligible(l lease.Lease) bool {
 		return false
 	}
 	return c.parentsDone(l.Parents)
+}
+
+// armExpiry sets the expiry timer to the next expiry of another worker's lease, if that comes
+// before the next periodic lease sync.
+func (c *subscription) armExpiry(expiry clock.Timer) {
+	expiry.Stop()
+	if !c.grouped() {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	if at, ok := c.tracker.NextExpiry(c.cfg.WorkerID, now, c.cfg.LeaseDuration); ok && at.Sub(now) < c.cfg.LeaseSyncInterval {
+		expiry.Reset(at.Sub(now))
+	}
 }
 
 // hook calls one of the SubscriberConfig hooks, if set.

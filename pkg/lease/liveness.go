@@ -103,3 +103,21 @@ func (t *Tracker) Available(l Lease, now time.Time, leaseDuration time.Duration)
 	expired := t.Expired(l, now, leaseDuration) // records l even when the answer is settled
 	return l.Checkpoint != ShardEnd && (l.Free() || expired)
 }
+
+// NextExpiry returns the earliest time after now at which a lease owned by a worker other than
+// self, observed unchanged since, becomes expired (Since + leaseDuration); false if none will.
+// A coordinator syncs at that moment too, so that failover does not wait for its next periodic
+// sync on top of the lease duration.
+func (t *Tracker) NextExpiry(self string, now time.Time, leaseDuration time.Duration) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, o := range t.obs {
+		if o.Owner == "" || o.Owner == self {
+			continue
+		}
+		if at := o.Since.Add(leaseDuration); at.After(now) && (!found || at.Before(next)) {
+			next, found = at, true
+		}
+	}
+	return next, found
+}

@@ -224,3 +224,26 @@ func TestTrackerAvailable(t *testing.T) {
 		t.Fatal("a never-observed owned lease is available")
 	}
 }
+
+func TestTrackerNextExpiry(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tr := lease.NewTracker()
+	tr.Observe([]lease.Lease{
+		{Group: "g", Stream: "s", ShardID: "a", Owner: "other", Counter: 1},
+		{Group: "g", Stream: "s", ShardID: "b", Owner: "me", Counter: 1},
+		{Group: "g", Stream: "s", ShardID: "c"},
+	}, t0)
+	tr.Observe([]lease.Lease{
+		{Group: "g", Stream: "s", ShardID: "a", Owner: "other", Counter: 1},
+		{Group: "g", Stream: "s", ShardID: "b", Owner: "me", Counter: 1},
+		{Group: "g", Stream: "s", ShardID: "c"},
+		{Group: "g", Stream: "s", ShardID: "d", Owner: "third", Counter: 7},
+	}, t0.Add(3*time.Second))
+	at, ok := tr.NextExpiry("me", t0.Add(4*time.Second), 10*time.Second)
+	if !ok || !at.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("NextExpiry = %v %v; want the other worker's lease at t0+10s (own and free leases do not count)", at, ok)
+	}
+	if _, ok := tr.NextExpiry("me", t0.Add(20*time.Second), 10*time.Second); ok {
+		t.Fatal("every lease already expired: nothing is next")
+	}
+}
