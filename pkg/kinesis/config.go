@@ -80,18 +80,10 @@ func (c *PublisherConfig) setDefaults() {
 	if c.PartitionKey == nil {
 		c.PartitionKey = PartitionKeyFromUUID
 	}
-	if c.CreateStreamShards == 0 {
-		c.CreateStreamShards = 1
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 10
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 100 * time.Millisecond
-	}
-	if c.MaxRetryBackoff == 0 {
-		c.MaxRetryBackoff = 5 * time.Second
-	}
+	setDefault(&c.CreateStreamShards, 1)
+	setDefault(&c.MaxRetries, 10)
+	setDefault(&c.RetryBackoff, 100*time.Millisecond)
+	setDefault(&c.MaxRetryBackoff, 5*time.Second)
 }
 
 // Validate reports every problem of the config at once.

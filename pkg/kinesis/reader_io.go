@@ -94,6 +94,14 @@ func (r *shardReader) fetchFailed(err error) error {
 // resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
 const latestSkewMargin = time.Second
 
+// renewedWith records a successful owner write (renewal or checkpoint) sent at sentAt: the
+// lease as it now is, and a lease deadline counted from sentAt.
+func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
+	r.held = &l
+	r.renewed = sentAt
+	r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
+}
+
 // leaseCall runs one lease store call for the reader, bounded by storeTimeout and by the
 // lease deadline on the subscription's clock: a store that hangs must not hold the reader,
 // still delivering, past the point where it has to give the shard up. Past the deadline the
@@ -133,9 +141,7 @@ func (r *shardReader) renew() error {
 	})
 	switch {
 	case err == nil:
-		r.held = &l
-		r.renewed = sentAt
-		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
+		r.renewedWith(l, sentAt)
 		return nil
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
@@ -161,9 +167,8 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	})
 	switch {
 	case err == nil:
-		r.held, r.saved = &l, seq
-		r.renewed = sentAt
-		r.timers.renewedAt(r.now(), sentAt, r.sub.cfg)
+		r.saved = seq
+		r.renewedWith(l, sentAt)
 		return nil
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
