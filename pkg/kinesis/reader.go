@@ -144,7 +144,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 	cfg := r.sub.cfg
 	for {
 		now := r.now()
-		if r.held != nil && !now.Before(r.renewed.Add(leaseStopAfter(cfg))) {
+		if r.held != nil && lease.MustStop(r.renewed, now, cfg.LeaseDuration, leaseStopMargin(cfg)) {
 			// Checked here as well as by the deadline timer: a select with the timer and a
 			// send both ready picks either, and must not pick the send.
 			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, now.Sub(r.renewed).Round(time.Millisecond))

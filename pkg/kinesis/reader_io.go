@@ -273,10 +273,13 @@ func (t *readerTimers) start(cfg SubscriberConfig, leased bool, taken time.Time)
 	t.renew, t.checkpoint, t.leaseDeadline = t.renewTicker.C(), t.checkpointTicker.C(), t.deadline.C()
 }
 
-// leaseStopAfter is how long after its last successful renewal an owner stops delivering:
-// before LeaseDuration, so it stops before any other worker may judge the lease expired.
+// leaseStopMargin is how much before LeaseDuration an owner that could not renew stops
+// delivering (lease.MustStop), so that it stops before any other worker may take the lease.
+func leaseStopMargin(cfg SubscriberConfig) time.Duration { return cfg.LeaseDuration / 5 }
+
+// leaseStopAfter is how long after its last successful renewal an owner stops delivering.
 func leaseStopAfter(cfg SubscriberConfig) time.Duration {
-	return cfg.LeaseDuration - cfg.LeaseDuration/5
+	return cfg.LeaseDuration - leaseStopMargin(cfg)
 }
 
 func (t *readerTimers) renewedAt(now, at time.Time, cfg SubscriberConfig) {
