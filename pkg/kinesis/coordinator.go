@@ -19,8 +19,8 @@ import (
 // subscription is one Subscribe call: a coordinator goroutine and a reader goroutine per shard
 // it reads.
 //
-// Ownership: the coordinator (start, then run) owns readers, shards, leases, tracker, ended and
-// progress; nothing else touches them. Readers share out and exits. The coordinator closes out
+// Ownership: the coordinator (start, then run) owns readers, shards, learned, leases, tracker,
+// asked, skipped, ended and progress; nothing else touches them. Readers share out and exits. The coordinator closes out
 // (after every reader has reported its exit, so no send can follow) and then done.
 type subscription struct {
 	cfg    SubscriberConfig
@@ -33,12 +33,16 @@ type subscription struct {
 	exits  chan readerExit
 	done   chan struct{}
 
-	readers  map[string]*shardReader
-	shards   map[string]types.Shard // the last shard listing
+	readers map[string]*shardReader
+	shards  map[string]types.Shard // the last shard listing, plus learned
+	// learned are shards known from the ChildShards of a read that reached a parent's end and
+	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
+	learned  map[string]types.Shard
 	leases   map[string]lease.Lease // the group's leases at the last lease sync
 	tracker  *lease.Tracker
 	asked    map[string]time.Time // shards whose lease this worker asked for, and when
 	ended    map[string]bool      // without a group: shards read to their end
+	skipped  map[string]bool      // closed shards a LATEST start skips (logged once each)
 	progress map[string]string    // without a group: where a restarted reader resumes
 }
 
@@ -52,10 +56,12 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		done:     make(chan struct{}),
 		readers:  map[string]*shardReader{},
 		shards:   map[string]types.Shard{},
+		learned:  map[string]types.Shard{},
 		leases:   map[string]lease.Lease{},
 		tracker:  lease.NewTracker(),
 		asked:    map[string]time.Time{},
 		ended:    map[string]bool{},
+		skipped:  map[string]bool{},
 		progress: map[string]string{},
 	}
 }
@@ -100,8 +106,14 @@ func (c *subscription) run() {
 		case ex := <-c.exits:
 			c.readerExited(ex)
 			if ex.shardEnded {
-				// The children of a finished shard may start now, not at the next sync.
-				c.logIfFailed("listing shards", c.syncShards())
+				// The children of a finished shard may start now, not at the next sync. The
+				// read that reached the end named them; a Kinesis that does not (older
+				// emulators) is asked for a listing.
+				if len(ex.children) > 0 {
+					c.logIfFailed("creating the leases of child shards", c.learnChildren(ex.children))
+				} else {
+					c.logIfFailed("listing shards", c.syncShards())
+				}
 				c.logIfFailed("starting readers", c.startReaders())
 			}
 		case <-leaseSync.C():
@@ -148,6 +160,13 @@ func (c *subscription) syncShards() error {
 	if err != nil {
 		return err
 	}
+	for id, s := range c.learned {
+		if _, listed := shards[id]; listed {
+			delete(c.learned, id)
+		} else {
+			shards[id] = s
+		}
+	}
 	c.shards = shards
 	if !c.grouped() {
 		return nil
@@ -155,12 +174,49 @@ func (c *subscription) syncShards() error {
 	if err := c.refreshLeases(); err != nil {
 		return err
 	}
-	for _, id := range sortedKeys(shards) {
+	return c.createLeases(sortedKeys(shards))
+}
+
+// learnChildren adds the children a finished shard named to the known shards and, in a group,
+// creates their leases, with their parents, so they can be taken at once.
+func (c *subscription) learnChildren(children []types.ChildShard) error {
+	var ids []string
+	for _, ch := range children {
+		if ch.ShardId == nil || *ch.ShardId == "" {
+			continue
+		}
+		id := *ch.ShardId
+		if _, known := c.shards[id]; known {
+			continue
+		}
+		s := types.Shard{ShardId: ch.ShardId, HashKeyRange: ch.HashKeyRange}
+		if len(ch.ParentShards) > 0 {
+			s.ParentShardId = &ch.ParentShards[0]
+		}
+		if len(ch.ParentShards) > 1 {
+			s.AdjacentParentShardId = &ch.ParentShards[1]
+		}
+		c.shards[id], c.learned[id] = s, s
+		ids = append(ids, id)
+	}
+	if !c.grouped() || len(ids) == 0 {
+		return nil
+	}
+	if err := c.refreshLeases(); err != nil {
+		return err
+	}
+	return c.createLeases(ids)
+}
+
+// createLeases creates the leases of the given known shards that have none yet. Another worker
+// creating one first is fine: the lease is the same.
+func (c *subscription) createLeases(ids []string) error {
+	for _, id := range ids {
 		if _, ok := c.leases[id]; ok {
 			continue
 		}
 		l, err := c.cfg.LeaseStore.Create(c.ctx, lease.Lease{
-			Group: c.cfg.ConsumerGroup, Stream: c.stream, ShardID: id, Parents: parentsOf(shards[id]),
+			Group: c.cfg.ConsumerGroup, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
 		})
 		if err != nil && !errors.Is(err, lease.ErrLeaseExists) {
 			return fmt.Errorf("kinesis: creating the lease of shard %q of stream %q: %w", id, c.stream, err)
@@ -219,6 +275,10 @@ func (c *subscription) startUnleased() []*shardReader {
 	var started []*shardReader
 	for _, id := range sortedKeys(c.shards) {
 		if c.readers[id] != nil || c.ended[id] || !c.parentsDone(parentsOf(c.shards[id])) {
+			continue
+		}
+		if c.progress[id] == "" && c.skipClosed(id) {
+			c.ended[id] = true
 			continue
 		}
 		pos := position{after: c.progress[id], initial: c.cfg.InitialPosition}
@@ -327,10 +387,33 @@ func (c *subscription) takeOverdue(now time.Time) []*shardReader {
 // eligible: a listed shard, not finished, whose parents are finished, which keeps each key's
 // records in order across a reshard.
 func (c *subscription) eligible(l lease.Lease) bool {
-	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd {
+	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd || c.skipLease(l) {
 		return false
 	}
 	return c.parentsDone(l.Parents)
+}
+
+// skipLease: a closed shard that this group, starting at LATEST, never read. Its records all
+// came before any reader of the group could have started there, so LATEST skips them: it is
+// never taken and counts as finished for its children. Generation 0 means nobody ever took
+// the lease, so nothing of the shard was delivered; a shard the group did read is finished by
+// reading it to its end, as usual.
+func (c *subscription) skipLease(l lease.Lease) bool {
+	return l.Checkpoint == "" && l.Generation == 0 && l.Owner == "" && c.skipClosed(l.ShardID)
+}
+
+// skipClosed: the subscription starts at LATEST and the shard is closed (the listing shows an
+// ending sequence number). It logs the first time it skips a shard.
+func (c *subscription) skipClosed(id string) bool {
+	s, listed := c.shards[id]
+	if c.cfg.InitialPosition.Type != Latest || !listed || s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+		return false
+	}
+	if !c.skipped[id] {
+		c.skipped[id] = true
+		c.logger.Info("Skipping a closed shard never read: the subscription starts at LATEST", c.logFields().Add(watermill.LogFields{"shard": id}))
+	}
+	return true
 }
 
 // armExpiry sets the expiry timer to the next expiry of another worker's lease, if that comes
@@ -360,10 +443,10 @@ func (c *subscription) parentsDone(parents []string) bool {
 			continue
 		}
 		if c.grouped() {
-			if l, ok := c.leases[p]; !ok || l.Checkpoint != lease.ShardEnd {
+			if l, ok := c.leases[p]; !ok || (l.Checkpoint != lease.ShardEnd && !c.skipLease(l)) {
 				return false
 			}
-		} else if !c.ended[p] {
+		} else if !c.ended[p] && !(c.progress[p] == "" && c.readers[p] == nil && c.skipClosed(p)) {
 			return false
 		}
 	}

@@ -23,6 +23,10 @@ type readerExit struct {
 	shardEnded bool
 	// handedOff: the lease went to the worker that asked for it.
 	handedOff bool
+	// children are the shards that replaced this one, from the GetRecords response that
+	// reached its end: the coordinator creates their leases from them at once, without
+	// waiting for a shard listing that shows them.
+	children []types.ChildShard
 	// lastAcked is the sequence number of the last record acked in order ("" if none), where
 	// a no-group subscription resumes the shard if it starts it again.
 	lastAcked string
@@ -53,19 +57,20 @@ type shardReader struct {
 	handoff chan struct{}
 
 	iterator string
-	askedAt  time.Time      // when the first iterator was asked for, by this machine's clock
-	lastRead string         // sequence number of the last record fetched
-	records  []types.Record // the current batch
-	next     int            // index in records of the next record to deliver
-	behind   int64          // MillisBehindLatest of the current batch
-	ended    bool           // the shard is closed and read to its end
-	window   []*delivery    // delivered and not yet done, in sequence order
-	prepared *delivery      // the next record, decoded, waiting to be sent
-	acked    string         // watermark: last sequence number acked in order
-	saved    string         // last checkpoint written
-	fetchAt  time.Time      // the earliest time the next GetRecords may be sent
-	failures int            // consecutive failed reads, for backoff
-	renewed  time.Time      // when the last successful renewal (at first: the take) was sent
+	askedAt  time.Time          // when the first iterator was asked for, by this machine's clock
+	lastRead string             // sequence number of the last record fetched
+	records  []types.Record     // the current batch
+	next     int                // index in records of the next record to deliver
+	behind   int64              // MillisBehindLatest of the current batch
+	ended    bool               // the shard is closed and read to its end
+	children []types.ChildShard // the ChildShards of the read that reached the end
+	window   []*delivery        // delivered and not yet done, in sequence order
+	prepared *delivery          // the next record, decoded, waiting to be sent
+	acked    string             // watermark: last sequence number acked in order
+	saved    string             // last checkpoint written
+	fetchAt  time.Time          // the earliest time the next GetRecords may be sent
+	failures int                // consecutive failed reads, for backoff
+	renewed  time.Time          // when the last successful renewal (at first: the take) was sent
 	// handingOff: another worker asked for the lease; nothing more is sent, and once the
 	// messages in flight are settled (or at handoffBy) the lease is handed over.
 	handingOff bool
@@ -129,6 +134,9 @@ func (r *shardReader) run() {
 	r.timers.start(r.sub.cfg, r.held != nil, r.renewed)
 	exit.shardEnded, exit.err = r.loop()
 	exit.handedOff = r.handedOff
+	if exit.shardEnded {
+		exit.children = r.children
+	}
 	switch {
 	case errors.Is(exit.err, ErrLeaseLost):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
@@ -342,10 +350,34 @@ func (r *shardReader) initIterator() error {
 			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
 				return err
 			}
+		case classFatal:
+			if !r.fallBackFromTrimmed(r.start.after, err) {
+				return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+			}
+			r.start = position{initial: Position{Type: TrimHorizon}}
 		default:
 			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
 		}
 	}
+}
+
+// fallBackFromTrimmed reports whether a refused AFTER_SEQUENCE_NUMBER iterator should be
+// replaced by TRIM_HORIZON, and says so in the log. Kinesis refuses a sequence number older
+// than the shard's trim horizon with InvalidArgumentException: the records after it aged out of
+// the stream's retention period before this group read them (the group was stopped, or too far
+// behind, for longer than the retention), or the stream was deleted and created again under
+// the same name. Either way nothing before the trim horizon can be read any more, and waiting
+// would stall the shard for good; the oldest record left is where reading can go on.
+func (r *shardReader) fallBackFromTrimmed(after string, err error) bool {
+	var invalid *types.InvalidArgumentException
+	if after == "" || !errors.As(err, &invalid) {
+		return false
+	}
+	r.sub.logger.Error("Checkpoint is older than the shard's trim horizon (its records aged out of the "+
+		"stream's retention period, or the stream was re-created); resuming at the oldest record "+
+		"(TRIM_HORIZON). Records between the checkpoint and the trim horizon were never delivered "+
+		"to this group", err, r.logFields().Add(watermill.LogFields{"sequence_number": after}))
+	return true
 }
 
 func (r *shardReader) getIterator(pos position) (string, error) {

@@ -33,7 +33,7 @@ func (r *shardReader) fetch() error {
 		r.lastRead = deref(out.Records[n-1].SequenceNumber)
 	}
 	if out.NextShardIterator == nil {
-		r.ended, r.iterator = true, ""
+		r.ended, r.iterator, r.children = true, "", out.ChildShards
 		return nil
 	}
 	r.iterator = *out.NextShardIterator
@@ -76,6 +76,13 @@ func (r *shardReader) fetchFailed(err error) error {
 		if gerr != nil {
 			if c := classify(gerr); c == classThrottled || c == classTransient {
 				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
+				return nil
+			}
+			if r.fallBackFromTrimmed(pos.after, gerr) {
+				// The last record read aged out while the iterator sat unused: what came
+				// after it may have too, and the oldest record left is next.
+				r.start, r.lastRead = position{initial: Position{Type: TrimHorizon}}, ""
+				r.fetchAt = r.now()
 				return nil
 			}
 			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("replacing an expired iterator: %w", gerr)}
