@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,7 +23,14 @@ import (
 type PartitionKeyFunc func(stream string, msg *message.Message) (string, error)
 
 // PartitionKeyFromUUID uses the message UUID, which spreads messages evenly over the shards.
-func PartitionKeyFromUUID(_ string, msg *message.Message) (string, error) { return msg.UUID, nil }
+// Watermill allows an empty UUID; such a message gets a random key, which spreads it the same
+// way (Kinesis refuses an empty key).
+func PartitionKeyFromUUID(_ string, msg *message.Message) (string, error) {
+	if msg.UUID == "" {
+		return uuid.NewString(), nil
+	}
+	return msg.UUID, nil
+}
 
 // PartitionKeyFromMetadata reads the key from a metadata field, so that messages about one
 // entity (an order, a user) stay in order. A message without the field is an error rather than
@@ -74,6 +82,12 @@ func (c *PublisherConfig) setDefaults() {
 	if c.Client == nil && c.AWSConfig != nil {
 		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, c.KinesisOptions...)
 	}
+	c.setValueDefaults()
+}
+
+// setValueDefaults fills in every default but the client, so that Validate judges a config as
+// NewPublisher will use it.
+func (c *PublisherConfig) setValueDefaults() {
 	if c.Marshaler == nil {
 		c.Marshaler = EnvelopeMarshaler{}
 	}
@@ -86,11 +100,15 @@ func (c *PublisherConfig) setDefaults() {
 	setDefault(&c.MaxRetryBackoff, 5*time.Second)
 }
 
-// Validate reports every problem of the config at once.
+// Validate reports every problem of the config at once. Fields left at zero are judged at
+// their defaults, as NewPublisher uses them.
 func (c PublisherConfig) Validate() error {
+	c.setValueDefaults()
 	var errs []error
-	if c.Client == nil {
+	if c.Client == nil && c.AWSConfig == nil {
 		errs = append(errs, errors.New("kinesis: PublisherConfig.Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig"))
+	} else if c.Client != nil && isNil(c.Client) {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.Client is a nil %T; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig", c.Client))
 	}
 	if c.CreateStreamShards < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards))
@@ -98,8 +116,13 @@ func (c PublisherConfig) Validate() error {
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxRetries is %d; it must not be negative", c.MaxRetries))
 	}
-	if c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff {
-		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RetryBackoff (%s) must be positive and at most MaxRetryBackoff (%s)", c.RetryBackoff, c.MaxRetryBackoff))
+	switch {
+	case c.RetryBackoff < 0:
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RetryBackoff is %s; it must be positive", c.RetryBackoff))
+	case c.MaxRetryBackoff < 0:
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxRetryBackoff is %s; it must be positive", c.MaxRetryBackoff))
+	case c.MaxRetryBackoff < c.RetryBackoff:
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RetryBackoff (%s) must be at most MaxRetryBackoff (%s)", c.RetryBackoff, c.MaxRetryBackoff))
 	}
 	return errors.Join(errs...)
 }
@@ -262,6 +285,12 @@ func (c *SubscriberConfig) setDefaults() {
 		host, _ := os.Hostname()
 		c.WorkerID = host + "-" + uuid.NewString()
 	}
+	c.setValueDefaults()
+}
+
+// setValueDefaults fills in every default but the client and the worker id, so that Validate
+// judges a config as NewSubscriber will use it.
+func (c *SubscriberConfig) setValueDefaults() {
 	if c.Unmarshaler == nil {
 		c.Unmarshaler = EnvelopeMarshaler{}
 	}
@@ -272,7 +301,9 @@ func (c *SubscriberConfig) setDefaults() {
 	setDefault(&c.NackResendSleep, 100*time.Millisecond)
 	setDefault(&c.CheckpointInterval, 5*time.Second)
 	setDefault(&c.LeaseDuration, 10*time.Second)
-	setDefault(&c.LeaseRenewInterval, c.LeaseDuration/3)
+	if c.LeaseDuration > 0 { // a negative one is reported; a renewal derived from it would be too
+		setDefault(&c.LeaseRenewInterval, c.LeaseDuration/3)
+	}
 	setDefault(&c.LeaseSyncInterval, 2*time.Second)
 	setDefault(&c.ShardSyncInterval, 30*time.Second)
 	setDefault(&c.HandoffTimeout, 10*time.Second)
@@ -290,14 +321,35 @@ func setDefault[T comparable](field *T, value T) {
 	}
 }
 
-// Validate reports every problem of the config at once.
+// isNil reports a nil interface or one holding a nil pointer (a "typed nil", which would panic
+// on first use).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// Validate reports every problem of the config at once. Fields left at zero are judged at
+// their defaults, as NewSubscriber uses them.
 func (c SubscriberConfig) Validate() error {
+	c.setValueDefaults()
 	var errs []error
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("kinesis: SubscriberConfig."+format, args...))
 	}
-	if c.Client == nil {
+	if c.Client == nil && c.AWSConfig == nil {
 		add("Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig")
+	} else if c.Client != nil && isNil(c.Client) {
+		add("Client is a nil %T; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig", c.Client)
+	}
+	if c.LeaseStore != nil && isNil(c.LeaseStore) {
+		add("LeaseStore is a nil %T; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set LeaseTable", c.LeaseStore)
 	}
 	if c.ConsumerGroup != "" && c.LeaseStore == nil && c.LeaseTable == "" {
 		add("LeaseStore is nil and LeaseTable is empty but ConsumerGroup %q is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)", c.ConsumerGroup)
@@ -334,7 +386,7 @@ func (c SubscriberConfig) Validate() error {
 			add("%s is %s; it must not be negative", d.name, d.value)
 		}
 	}
-	if c.LeaseRenewInterval >= c.LeaseDuration {
+	if c.LeaseDuration > 0 && c.LeaseRenewInterval >= c.LeaseDuration {
 		add("LeaseRenewInterval (%s) must be shorter than LeaseDuration (%s), or the lease expires between renewals", c.LeaseRenewInterval, c.LeaseDuration)
 	}
 	if c.CreateStreamShards < 0 {

@@ -42,6 +42,9 @@ func (c *messageContext) Value(key any) any {
 
 // RecordFromContext returns the facts of the record a consumed message came from.
 func RecordFromContext(ctx context.Context) (RecordInfo, bool) {
+	if ctx == nil {
+		return RecordInfo{}, false
+	}
 	info, ok := ctx.Value(recordInfoKey{}).(*RecordInfo)
 	if !ok {
 		return RecordInfo{}, false

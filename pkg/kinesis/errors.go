@@ -15,10 +15,13 @@ import (
 )
 
 var (
-	// ErrPublisherClosed is returned by Publish after Close.
+	// ErrPublisherClosed is matched by the error of Publish after Close.
 	ErrPublisherClosed = errors.New("kinesis: publisher is closed")
-	// ErrSubscriberClosed is returned by Subscribe and SubscribeInitialize after Close.
+	// ErrSubscriberClosed is matched by the error of Subscribe and SubscribeInitialize after
+	// Close.
 	ErrSubscriberClosed = errors.New("kinesis: subscriber is closed")
+	// ErrNilContext is matched by the error of Subscribe with a nil context.
+	ErrNilContext = errors.New("kinesis: nil context")
 	// ErrLeaseLost means this instance no longer owns a shard's lease: another instance took it
 	// or it could not be renewed in time. The shard's reader stops at once, without a
 	// checkpoint; its unacked messages are redelivered by the shard's next owner.

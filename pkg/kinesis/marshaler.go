@@ -39,6 +39,9 @@ var _ MarshalerUnmarshaler = EnvelopeMarshaler{}
 
 // Marshal encodes msg in the envelope.
 func (EnvelopeMarshaler) Marshal(_ string, msg *message.Message) ([]byte, error) {
+	if msg == nil {
+		return nil, errNilMessage
+	}
 	size := envelope.Size(msg.UUID, msg.Metadata, msg.Payload)
 	return envelope.Append(make([]byte, 0, size), msg.UUID, msg.Metadata, msg.Payload), nil
 }
@@ -71,7 +74,14 @@ type RawMarshaler struct{}
 var _ MarshalerUnmarshaler = RawMarshaler{}
 
 // Marshal returns the payload as it is.
-func (RawMarshaler) Marshal(_ string, msg *message.Message) ([]byte, error) { return msg.Payload, nil }
+func (RawMarshaler) Marshal(_ string, msg *message.Message) ([]byte, error) {
+	if msg == nil {
+		return nil, errNilMessage
+	}
+	return msg.Payload, nil
+}
+
+var errNilMessage = fmt.Errorf("%w: message is nil", ErrInvalidMessage)
 
 // Unmarshal wraps the record's data as the payload.
 func (RawMarshaler) Unmarshal(stream, shardID string, rec *types.Record) (*message.Message, error) {

@@ -53,24 +53,26 @@ type pendingRecord struct {
 }
 
 // Publish writes the messages to the stream named topic. Validation of every message happens
-// before any call. Messages that share a partition key are written in the order given, even
-// when some are retried: the call is split into rounds, and a round holds at most one message
-// per key and starts only when the previous round is written. Within a round, records go out
-// in PutRecords batches of up to 500 records and 5 MiB; rejected entries are retried with
-// jittered backoff. The context of the first message of a batch is the batch's call context.
+// before any call: if any is invalid, none is written, and the error joins one *MessageError
+// (matching ErrInvalidMessage) per invalid message. With no messages, Publish does nothing.
+// Messages that share a partition key are written in the order given, even when some are
+// retried: the call is split into rounds, and a round holds at most one message per key and
+// starts only when the previous round is written. Within a round, records go out in PutRecords
+// batches of up to 500 records and 5 MiB; rejected entries are retried with jittered backoff.
+// The context of the first message of a batch is the batch's call context.
 //
 // Publish is not atomic: on error, a *PublishError lists the messages that were not written.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	select {
 	case <-p.closed:
-		return ErrPublisherClosed
+		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
 	default:
-	}
-	if len(msgs) == 0 {
-		return nil
 	}
 	if err := validateStreamName(topic); err != nil {
 		return err
+	}
+	if len(msgs) == 0 {
+		return nil // as Watermill's other publishers: nothing to do, no call
 	}
 	records, err := p.encode(topic, msgs)
 	if err != nil {
@@ -112,14 +114,14 @@ func (p *Publisher) encodeOne(stream string, i int, msg *message.Message) (*pend
 	}
 	key, err := p.config.PartitionKey(stream, msg)
 	if err != nil {
-		return nil, fail(err)
+		return nil, fail(asInvalidMessage("PartitionKeyFunc", err))
 	}
 	if err := validatePartitionKey(key); err != nil {
 		return nil, fail(err)
 	}
 	data, err := p.config.Marshaler.Marshal(stream, msg)
 	if err != nil {
-		return nil, fail(fmt.Errorf("marshaling: %w", err))
+		return nil, fail(asInvalidMessage("marshaling", err))
 	}
 	size := len(data) + len(key)
 	if size > maxRecordSize {
@@ -132,6 +134,15 @@ func (p *Publisher) encodeOne(stream string, i int, msg *message.Message) (*pend
 		entry: types.PutRecordsRequestEntry{Data: data, PartitionKey: &key},
 		size:  size,
 	}, nil
+}
+
+// asInvalidMessage makes an error of a PartitionKeyFunc or Marshaler match ErrInvalidMessage:
+// the message cannot be published as it is.
+func asInvalidMessage(what string, err error) error {
+	if errors.Is(err, ErrInvalidMessage) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidMessage, what, err)
 }
 
 func uuidOf(msg *message.Message) string {
@@ -299,8 +310,8 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 	return nil
 }
 
-// Close makes later Publish calls fail with ErrPublisherClosed. Publish calls in progress
-// finish. Close is idempotent.
+// Close makes later Publish calls fail with an error matching ErrPublisherClosed. Publish calls
+// in progress finish. Close is idempotent.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() { close(p.closed) })
 	return nil

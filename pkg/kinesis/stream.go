@@ -33,12 +33,11 @@ func validateStreamName(name string) error {
 	if len(name) > maxStreamNameLength {
 		return fmt.Errorf("%w: %q is %d characters long; Kinesis allows at most %d", ErrInvalidStreamName, name, len(name), maxStreamNameLength)
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	for i, c := range name { // by character, so that the error shows 'é', not its first byte
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' {
 			continue
 		}
-		return fmt.Errorf("%w: %q has %q at byte %d; Kinesis allows only letters, digits, '_', '.' and '-'", ErrInvalidStreamName, name, rune(c), i)
+		return fmt.Errorf("%w: %q has %q at byte %d; Kinesis allows only letters, digits, '_', '.' and '-'", ErrInvalidStreamName, name, c, i)
 	}
 	return nil
 }

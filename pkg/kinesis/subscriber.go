@@ -79,13 +79,19 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 // Each shard's messages arrive in sequence order; the next is sent once the previous is
 // acked (see MaxInFlight). A nacked message is sent again after NackResendSleep.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("%w: not subscribing to stream %q", ErrSubscriberClosed, topic)
+	}
 	if err := validateStreamName(topic); err != nil {
 		return nil, err
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: Subscribe to stream %q needs a context (context.Background() reads until Close)", ErrNilContext, topic)
 	}
 	sub := newSubscription(ctx, s.config, s.logger, topic)
 	if !s.register(sub) {
 		sub.cancel()
-		return nil, ErrSubscriberClosed
+		return nil, fmt.Errorf("%w: not subscribing to stream %q", ErrSubscriberClosed, topic)
 	}
 	err := s.ensureStream(sub.ctx, topic)
 	if err == nil {
@@ -111,7 +117,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 // it checks that the stream exists.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
 	if s.isClosed() {
-		return ErrSubscriberClosed
+		return fmt.Errorf("%w: not initializing stream %q", ErrSubscriberClosed, topic)
 	}
 	if err := validateStreamName(topic); err != nil {
 		return err
