@@ -1,0 +1,424 @@
+// Package kpl reads and writes the aggregated record format of the Kinesis Producer Library
+// (KPL), which packs many small user records into one Kinesis record. Aggregation matters
+// because Kinesis limits a shard to 1,000 records a second whatever their size, so a producer of
+// small messages runs out of records long before it runs out of bytes; the Kinesis Client Library
+// (KCL) and other consumers undo it transparently.
+//
+// An aggregated record is laid out as
+//
+//	magic      4 bytes  F3 89 9A C2
+//	message    a protobuf (proto2) AggregatedRecord, see below
+//	checksum   16 bytes, the MD5 digest of the message bytes
+//
+// and the message is
+//
+//	message AggregatedRecord {
+//	  repeated string partition_key_table     = 1;
+//	  repeated string explicit_hash_key_table = 2;
+//	  repeated Record records                 = 3;
+//	}
+//	message Record {
+//	  required uint64 partition_key_index     = 1;
+//	  optional uint64 explicit_hash_key_index = 2;
+//	  required bytes  data                    = 3;
+//	  repeated Tag    tags                    = 4;
+//	}
+//	message Tag {
+//	  required string key   = 1;
+//	  optional string value = 2;
+//	}
+//
+// The key tables let records that share a key store it once; the indices are zero-based. Tags
+// are defined but used by neither the KPL nor the KCL, so Deaggregate checks that they are well
+// formed and otherwise ignores them, and Aggregator never writes them.
+//
+// The protobuf wire format is handled by google.golang.org/protobuf/encoding/protowire, which
+// checks every length against the bytes actually present, rather than by generated code: three
+// tiny messages do not justify a code generator, and reading the wire format directly lets
+// Deaggregate keep each record's data as a sub-slice of the input instead of copying it.
+//
+// # Why the checksum is verified
+//
+// Kinesis records are opaque bytes, and a stream may carry records from producers that never
+// aggregate. Four magic bytes are a weak marker: a binary payload can start with them by
+// chance, and a truncated or half-written aggregate also starts with them. Only a record whose
+// MD5 digest matches is unpacked, so an ordinary payload that happens to start with the magic is
+// delivered whole instead of being misread as garbage records or dropped. The KCL makes the same
+// check and, like it, a consumer should deliver any record that Deaggregate rejects as one raw
+// record. MD5 is no defence against a malicious producer, which could compute a valid digest; it
+// only tells "meant as an aggregate" from "happens to look like one", so Deaggregate still
+// treats the message as untrusted input.
+package kpl
+
+import (
+	"bytes"
+	"crypto/md5"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+const (
+	magicLen  = 4
+	digestLen = md5.Size
+	// overhead is what an aggregate adds around its protobuf message.
+	overhead = magicLen + digestLen
+)
+
+var magic = [magicLen]byte{0xF3, 0x89, 0x9A, 0xC2}
+
+// Field numbers of the AggregatedRecord, Record and Tag messages.
+const (
+	fieldPartitionKeyTable    protowire.Number = 1
+	fieldExplicitHashKeyTable protowire.Number = 2
+	fieldRecords              protowire.Number = 3
+
+	fieldPartitionKeyIndex    protowire.Number = 1
+	fieldExplicitHashKeyIndex protowire.Number = 2
+	fieldData                 protowire.Number = 3
+	fieldTags                 protowire.Number = 4
+
+	fieldTagKey   protowire.Number = 1
+	fieldTagValue protowire.Number = 2
+)
+
+// Magic returns the four bytes that start every aggregated record. It returns an array rather
+// than exposing a variable so that no caller can change the prefix for everybody else.
+func Magic() [4]byte { return magic }
+
+// IsAggregated reports whether data starts with the aggregation magic, whether or not the rest
+// is a valid aggregate. Use it to skip Deaggregate for ordinary records cheaply; a record it
+// accepts may still be rejected by Deaggregate, and is then an ordinary record too.
+func IsAggregated(data []byte) bool {
+	return len(data) >= magicLen && [magicLen]byte(data[:magicLen]) == magic
+}
+
+// Record is one user record unpacked from an aggregate.
+type Record struct {
+	// PartitionKey is the user record's own partition key, which usually differs from the
+	// partition key of the Kinesis record that carried the aggregate.
+	PartitionKey string
+	// ExplicitHashKey is the user record's explicit hash key, normally a decimal number, or ""
+	// if it has none.
+	ExplicitHashKey string
+	// Data aliases the input to Deaggregate rather than copying it, because data is the bulk of
+	// an aggregate and a Kinesis client hands out a fresh buffer for every record anyway. Its
+	// capacity equals its length, so appending to it can never overwrite the next record's
+	// bytes; modifying it in place modifies the input.
+	Data []byte
+	// SubSequenceNumber is the record's zero-based position in the aggregate. Together with the
+	// carrying record's sequence number it identifies the user record, as in the KCL.
+	SubSequenceNumber int
+}
+
+// Reason classifies why Deaggregate rejected a record.
+type Reason int
+
+// The reasons Deaggregate gives. Every one of them means the record is not a usable aggregate and
+// should be delivered as a raw record, as the KCL does.
+const (
+	// ReasonNotAggregated: the record does not start with the magic.
+	ReasonNotAggregated Reason = iota + 1
+	// ReasonTooShort: the record has the magic but no room for a message and a checksum.
+	ReasonTooShort
+	// ReasonChecksum: the MD5 digest does not match the message.
+	ReasonChecksum
+	// ReasonMalformed: the message is not valid protobuf wire format (truncated, bad tag,
+	// varint over 64 bits, unbalanced group, reserved wire type).
+	ReasonMalformed
+	// ReasonMissingField: a required field (Record.partition_key_index, Record.data, Tag.key)
+	// is absent.
+	ReasonMissingField
+	// ReasonIndexOutOfRange: a key index points past the end of its table.
+	ReasonIndexOutOfRange
+	// ReasonNoRecords: the message holds no records, which no producer writes.
+	ReasonNoRecords
+)
+
+var reasonText = [...]string{
+	ReasonNotAggregated:   "not an aggregated record",
+	ReasonTooShort:        "aggregated record too short",
+	ReasonChecksum:        "aggregated record checksum mismatch",
+	ReasonMalformed:       "malformed aggregated record",
+	ReasonMissingField:    "aggregated record lacks a required field",
+	ReasonIndexOutOfRange: "aggregated record key index out of range",
+	ReasonNoRecords:       "aggregated record holds no records",
+}
+
+// String describes the reason in a few words.
+func (r Reason) String() string {
+	if r > 0 && int(r) < len(reasonText) {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("kpl.Reason(%d)", int(r))
+}
+
+// FormatError is the error Deaggregate returns for a record that is not a valid aggregate. It is
+// the only error Deaggregate returns, so a consumer can deliver the record as a raw payload on
+// any error; the fields are for logging and tests.
+type FormatError struct {
+	// Reason classifies the problem.
+	Reason Reason
+	// Offset is the byte offset in the record at which the problem was found.
+	Offset int
+	// Detail says what exactly was wrong, for example "record 3: partition_key_index 7,
+	// partition key table size 2"; it may be empty. It never quotes record content, so a
+	// hostile record cannot make the error message long.
+	Detail string
+	// Err is the protowire error behind ReasonMalformed, and nil otherwise.
+	Err error
+}
+
+// Error reports the reason, the detail and the offset in one line.
+func (e *FormatError) Error() string {
+	var b strings.Builder
+	b.WriteString("kpl: ")
+	b.WriteString(e.Reason.String())
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	fmt.Fprintf(&b, " at offset %d", e.Offset)
+	return b.String()
+}
+
+// Unwrap returns the protowire error behind a malformed message, if any.
+func (e *FormatError) Unwrap() error { return e.Err }
+
+func formatErr(reason Reason, off int, format string, args ...any) *FormatError {
+	return &FormatError{Reason: reason, Offset: off, Detail: fmt.Sprintf(format, args...)}
+}
+
+// wireErr reports the protowire error code n (negative) found at offset off.
+func wireErr(off, n int, format string, args ...any) *FormatError {
+	e := formatErr(ReasonMalformed, off, format, args...)
+	e.Err = protowire.ParseError(n)
+	return e
+}
+
+// Deaggregate unpacks the user records of a KPL aggregated record, in order.
+//
+// It returns a *FormatError, and no records, if data is not a complete, valid aggregate: no
+// magic, too short, wrong checksum, invalid protobuf, a missing required field, a key index
+// outside its table, or no records at all. A consumer should then deliver data as one raw record,
+// as the KCL does. Fields the format does not define are skipped, as protobuf requires, and so
+// is a defined field sent with the wrong wire type.
+//
+// Deaggregate is meant for untrusted input: it never panics and sizes every allocation from
+// fields it has already found in the input, so a hostile record costs memory in proportion to
+// its own size. It makes at most four allocations whatever the number of records: the result,
+// the two key tables, and one string holding all keys, which the PartitionKey and
+// ExplicitHashKey fields share. Data is not copied: see Record.Data.
+func Deaggregate(data []byte) ([]Record, error) {
+	if !IsAggregated(data) {
+		return nil, formatErr(ReasonNotAggregated, 0, "")
+	}
+	if len(data) <= overhead {
+		return nil, formatErr(ReasonTooShort, len(data), "%d bytes, need more than %d", len(data), overhead)
+	}
+	msgEnd := len(data) - digestLen
+	msg := data[magicLen:msgEnd]
+	if sum := md5.Sum(msg); !bytes.Equal(sum[:], data[msgEnd:]) {
+		return nil, formatErr(ReasonChecksum, msgEnd, "")
+	}
+
+	// The first pass checks the message's outer structure and counts what is in it, so that
+	// the second can allocate exactly once for each table and for the result. The records are
+	// decoded in a third pass, once the tables are complete: protobuf allows fields in any
+	// order, so a record may come before the keys it refers to.
+	var nPK, nEHK, nRec, keyBytes int
+	err := walk(msg, magicLen, func(num protowire.Number, v []byte, _ int) error {
+		switch num {
+		case fieldPartitionKeyTable:
+			nPK++
+			keyBytes += len(v)
+		case fieldExplicitHashKeyTable:
+			nEHK++
+			keyBytes += len(v)
+		default:
+			nRec++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if nRec == 0 {
+		return nil, formatErr(ReasonNoRecords, magicLen, "")
+	}
+
+	var keys strings.Builder
+	keys.Grow(keyBytes)
+	pks := make([]string, 0, nPK)
+	ehks := make([]string, 0, nEHK)
+	// The first pass has checked the structure, so walk cannot fail from here on; its errors
+	// are returned all the same, so that a mistake here shows up as an error, not a panic.
+	err = walk(msg, magicLen, func(num protowire.Number, v []byte, _ int) error {
+		switch num {
+		case fieldPartitionKeyTable:
+			pks = append(pks, appendKey(&keys, v))
+		case fieldExplicitHashKeyTable:
+			ehks = append(ehks, appendKey(&keys, v))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	recs := make([]Record, 0, nRec)
+	err = walk(msg, magicLen, func(num protowire.Number, v []byte, off int) error {
+		if num != fieldRecords {
+			return nil
+		}
+		r, err := decodeRecord(v, off, len(recs), pks, ehks)
+		recs = append(recs, r)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// walk calls fn with the value of each partition_key_table, explicit_hash_key_table and records
+// field of the AggregatedRecord message msg, in order, and skips all other fields. off is the
+// offset in the aggregate of each value, for error reports; base is that of msg.
+func walk(msg []byte, base int, fn func(num protowire.Number, v []byte, off int) error) error {
+	for b := msg; len(b) > 0; {
+		at := base + len(msg) - len(b)
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return wireErr(at, n, "field tag")
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.BytesType &&
+			(num == fieldPartitionKeyTable || num == fieldExplicitHashKeyTable || num == fieldRecords):
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n < 0 {
+				return wireErr(at, n, "field %d", num)
+			}
+			if err := fn(num, v, base+len(msg)-len(b)+n-len(v)); err != nil {
+				return err
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return wireErr(at, n, "field %d", num)
+			}
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// appendKey copies key into keys and returns the copy. Every key shares the builder's buffer,
+// which was grown to hold them all, so the tables cost one allocation rather than one per key;
+// a string returned earlier stays valid even if the buffer were to grow, as a Builder never
+// rewrites bytes it has written.
+func appendKey(keys *strings.Builder, key []byte) string {
+	start := keys.Len()
+	keys.Write(key)
+	return keys.String()[start:]
+}
+
+// decodeRecord decodes msg, the Record message at offset base in the aggregate, as the user
+// record at position i.
+func decodeRecord(msg []byte, base, i int, pks, ehks []string) (Record, error) {
+	var (
+		pkIdx, ehkIdx             uint64
+		hasPK, hasEHK, hasData    bool
+		data                      []byte
+		pkIdxOff, ehkIdxOff, tagN int
+	)
+	for b := msg; len(b) > 0; {
+		at := base + len(msg) - len(b)
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return Record{}, wireErr(at, n, "record %d: field tag", i)
+		}
+		b = b[n:]
+		// Later occurrences of a singular field override earlier ones, as protobuf specifies.
+		switch {
+		case num == fieldPartitionKeyIndex && typ == protowire.VarintType:
+			pkIdx, n = protowire.ConsumeVarint(b)
+			hasPK, pkIdxOff = true, at
+		case num == fieldExplicitHashKeyIndex && typ == protowire.VarintType:
+			ehkIdx, n = protowire.ConsumeVarint(b)
+			hasEHK, ehkIdxOff = true, at
+		case num == fieldData && typ == protowire.BytesType:
+			data, n = protowire.ConsumeBytes(b)
+			hasData = true
+		case num == fieldTags && typ == protowire.BytesType:
+			var tag []byte
+			tag, n = protowire.ConsumeBytes(b)
+			if n >= 0 {
+				if err := checkTag(tag, base+len(msg)-len(b)+n-len(tag), i, tagN); err != nil {
+					return Record{}, err
+				}
+				tagN++
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return Record{}, wireErr(at, n, "record %d: field %d", i, num)
+		}
+		b = b[n:]
+	}
+	end := base + len(msg)
+	switch {
+	case !hasPK:
+		return Record{}, formatErr(ReasonMissingField, end, "record %d: no partition_key_index", i)
+	case !hasData:
+		return Record{}, formatErr(ReasonMissingField, end, "record %d: no data", i)
+	case pkIdx >= uint64(len(pks)):
+		return Record{}, formatErr(ReasonIndexOutOfRange, pkIdxOff, "record %d: partition_key_index %d, partition key table size %d",
+			i, pkIdx, len(pks))
+	case hasEHK && ehkIdx >= uint64(len(ehks)):
+		return Record{}, formatErr(ReasonIndexOutOfRange, ehkIdxOff, "record %d: explicit_hash_key_index %d, explicit hash key table size %d",
+			i, ehkIdx, len(ehks))
+	}
+	r := Record{PartitionKey: pks[pkIdx], Data: data[:len(data):len(data)], SubSequenceNumber: i}
+	if hasEHK {
+		r.ExplicitHashKey = ehks[ehkIdx]
+	}
+	return r, nil
+}
+
+// checkTag checks that the Tag submessage msg, at offset base, is well formed and has its
+// required key. The KCL rejects an aggregate with a bad tag, so Deaggregate does too, although
+// it does not return tags.
+func checkTag(msg []byte, base, rec, tag int) error {
+	hasKey := false
+	for b := msg; len(b) > 0; {
+		at := base + len(msg) - len(b)
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return wireErr(at, n, "record %d, tag %d: field tag", rec, tag)
+		}
+		b = b[n:]
+		switch {
+		case (num == fieldTagKey || num == fieldTagValue) && typ == protowire.BytesType:
+			_, n = protowire.ConsumeBytes(b)
+			hasKey = hasKey || num == fieldTagKey
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return wireErr(at, n, "record %d, tag %d: field %d", rec, tag, num)
+		}
+		b = b[n:]
+	}
+	if !hasKey {
+		return formatErr(ReasonMissingField, base+len(msg), "record %d, tag %d: no key", rec, tag)
+	}
+	return nil
+}
