@@ -59,6 +59,24 @@ func (l *Log) errShardNotFound(shardID, stream string) error {
 	return errNotFound("Shard %s in stream %s under account %s does not exist", shardID, stream, l.account)
 }
 
+// errShardLimit is AWS's answer to a request that would take the account's open shards (now
+// open) over the shard quota by adding more.
+func (l *Log) errShardLimit(open, more int) error {
+	return errLimit("This request would exceed the shard limit for the account %s in %s. "+
+		"Current shard count for the account: %d. Limit: %d. Number of additional shards that "+
+		"would have resulted from this request: %d.", l.account, l.region, open, l.shardLimit, more)
+}
+
+// openShardsLocked counts the open shards of every stream, which is what the shard quota limits.
+// The caller holds l.mu, so no stream is created, deleted or resharded meanwhile.
+func (l *Log) openShardsLocked() int {
+	open := 0
+	for _, st := range *l.streams.Load() {
+		open += len(st.shards.Load().open)
+	}
+	return open
+}
+
 // field names a request member in a validation message. Entry members of PutRecords are
 // "records.N.member.name" with N counted from 1. It is a value, not a string, so the hot path
 // builds no names unless something is wrong.

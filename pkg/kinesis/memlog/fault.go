@@ -9,14 +9,16 @@ import (
 // Call describes an operation about to run, so a FaultFunc can pick which calls to disturb.
 type Call struct {
 	// Op is the SDK operation name: "PutRecord", "PutRecords", "GetRecords", "GetShardIterator",
-	// "ListShards", "DescribeStreamSummary", "CreateStream", "DeleteStream".
+	// "ListShards", "DescribeStreamSummary", "CreateStream", "DeleteStream", "SplitShard",
+	// "MergeShards", "UpdateShardCount".
 	Op string
 	// Stream is the stream the request names (by StreamName, StreamARN, iterator or NextToken);
 	// "" if it names none that can be read.
 	Stream string
 	// ShardID is the shard the call targets, for calls that target one: GetShardIterator (the
-	// requested ShardId), GetRecords (the iterator's shard) and PutRecord (the shard its key
-	// routes to). "" otherwise, and when the request is too broken to tell.
+	// requested ShardId), GetRecords (the iterator's shard), PutRecord (the shard its key
+	// routes to), SplitShard (ShardToSplit) and MergeShards (ShardToMerge). "" otherwise, and
+	// when the request is too broken to tell.
 	ShardID string
 }
 

@@ -11,6 +11,9 @@ import (
 // costs an MD5 and a few compares, with no big.Int.
 type hashKey struct{ hi, lo uint64 }
 
+// maxHashKey is 2^128-1, the top of the key space.
+var maxHashKey = hashKey{^uint64(0), ^uint64(0)}
+
 func (a hashKey) cmp(b hashKey) int {
 	switch {
 	case a.hi < b.hi:
@@ -104,4 +107,21 @@ func bigToKey(b *big.Int) hashKey {
 	var buf [16]byte
 	b.FillBytes(buf[:])
 	return hashKey{binary.BigEndian.Uint64(buf[:8]), binary.BigEndian.Uint64(buf[8:])}
+}
+
+// prev is the hash key just below a, which must not be 0.
+func (a hashKey) prev() hashKey {
+	lo, borrow := bits.Sub64(a.lo, 1, 0)
+	return hashKey{a.hi - borrow, lo}
+}
+
+// next is the hash key just above a, which must not be 2^128-1.
+func (a hashKey) next() hashKey {
+	lo, carry := bits.Add64(a.lo, 1, 0)
+	return hashKey{a.hi + carry, lo}
+}
+
+// newHashRange is the range [start, end], with its decimal forms.
+func newHashRange(start, end hashKey) hashRange {
+	return hashRange{start: start, end: end, startStr: start.String(), endStr: end.String()}
 }

@@ -14,25 +14,42 @@ import (
 // listQuery is one ListShards listing: which stream, from which shard on, and which shards.
 // A NextToken carries it to the next page.
 //
-// Encoded (before sealing) as: kind (1) | incarnation (8) | from (4) | open only (1) |
-// issue time in Unix ms (8) | stream name.
+// Encoded (before sealing) as: kind (1) | incarnation (8) | from (4) | filter (1) |
+// filter timestamp in Unix ms (8) | issue time in Unix ms (8) | stream name.
 type listQuery struct {
-	st       *stream
-	stream   string
-	inc      uint64
-	from     int  // index of the first shard to consider
-	openOnly bool // AT_LATEST: only shards that are open now
-	issued   int64
+	st     *stream
+	stream string
+	inc    uint64
+	from   int        // index of the first shard to consider
+	filter listFilter // which shards
+	at     int64      // Unix ms, for listAtTime and listFromTime
+	issued int64
 }
 
-const tokenHeader = 1 + 8 + 4 + 1 + 8
+// listFilter is which shards a listing holds, from a ShardFilter's type.
+type listFilter byte
+
+const (
+	listAll           listFilter = iota // no filter, AFTER_SHARD_ID, FROM_TRIM_HORIZON
+	listOpen                            // AT_LATEST
+	listAtTrimHorizon                   // AT_TRIM_HORIZON
+	listAtTime                          // AT_TIMESTAMP
+	listFromTime                        // FROM_TIMESTAMP
+)
+
+const tokenHeader = 1 + 8 + 4 + 1 + 8 + 8
 
 // ListShards lists a stream's shards in shard id order, MaxResults (1..10000, default 1000) at a
 // time, with a NextToken (valid five minutes) while more remain. A NextToken must come alone,
 // without StreamName, StreamARN, ExclusiveStartShardId, ShardFilter or StreamCreationTimestamp.
 //
-// Without resharding every shard is open, so of the ShardFilter types only AFTER_SHARD_ID
-// narrows the list; AT_LATEST keeps open shards; the trim-horizon and timestamp types list all.
+// Closed shards are listed with their EndingSequenceNumber. The ShardFilter types select as AWS documents them: AFTER_SHARD_ID the
+// shards after an id; AT_LATEST the open shards; FROM_TRIM_HORIZON all; AT_TRIM_HORIZON those
+// open at the trim horizon, i.e. those none of whose parents is still listed; AT_TIMESTAMP those
+// open at the Timestamp (created at or before it, closed at or after it or still open), a
+// Timestamp before the stream's creation counting as its creation; FROM_TIMESTAMP those open at
+// or after it. A shard is created and its parents closed at the same millisecond, so at that
+// instant both generations are open.
 func (l *Log) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, _ ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
 	if in == nil {
 		in = &awskinesis.ListShardsInput{}
@@ -139,8 +156,14 @@ func (l *Log) startListing(in *awskinesis.ListShardsInput) (listQuery, error) {
 			if f.Timestamp == nil {
 				return listQuery{}, errInvalid("ShardFilter of type %s requires a Timestamp.", f.Type)
 			}
+			q.filter, q.at = listFromTime, f.Timestamp.UnixMilli()
+			if f.Type == types.ShardFilterTypeAtTimestamp {
+				q.filter, q.at = listAtTime, max(q.at, st.created.UnixMilli())
+			}
 		case types.ShardFilterTypeAtLatest:
-			q.openOnly = true
+			q.filter = listOpen
+		case types.ShardFilterTypeAtTrimHorizon:
+			q.filter = listAtTrimHorizon
 		}
 	}
 	return q, nil
@@ -178,18 +201,19 @@ func (l *Log) continueListing(in *awskinesis.ListShardsInput, tok listQuery, tok
 	return tok, nil
 }
 
-// listPage returns up to limit shards of q, and a NextToken if more remain.
+// listPage returns up to limit shards of q, and a NextToken if more remain. It reads one shard
+// set, so the page shows the stream at one moment.
 func (l *Log) listPage(q listQuery, limit int) *awskinesis.ListShardsOutput {
-	all := q.st.shards.Load().all
+	set := q.st.shards.Load()
 	out := &awskinesis.ListShardsOutput{Shards: []types.Shard{}}
 	i := q.from
-	for ; i < len(all) && len(out.Shards) < limit; i++ {
-		if d, closed := all[i].describe(); !closed || !q.openOnly {
-			out.Shards = append(out.Shards, d)
+	for ; i < len(set.all) && len(out.Shards) < limit; i++ {
+		if q.lists(set, i) {
+			out.Shards = append(out.Shards, set.describe(i))
 		}
 	}
-	for ; i < len(all); i++ {
-		if !q.openOnly || !all[i].isClosed() {
+	for ; i < len(set.all); i++ {
+		if q.lists(set, i) {
 			q.from, q.issued = i, l.now().UnixMilli()
 			out.NextToken = ptr(l.encodeNextToken(q))
 			break
@@ -198,17 +222,31 @@ func (l *Log) listPage(q listQuery, limit int) *awskinesis.ListShardsOutput {
 	return out
 }
 
-func (s *shard) isClosed() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.closed
+// lists reports whether the listing holds the shard at index i of set.
+func (q *listQuery) lists(set *shardSet, i int) bool {
+	sh, s := set.all[i], set.state[i]
+	open := set.isOpen(i)
+	switch q.filter {
+	case listOpen:
+		return open
+	case listAtTrimHorizon:
+		return !set.listed(sh.parent) && !set.listed(sh.adjacentParent)
+	case listAtTime:
+		return sh.created <= q.at && (open || s.closed >= q.at)
+	case listFromTime:
+		return open || s.closed >= q.at
+	}
+	return true
 }
 
-// describe is the shard as ListShards shows it, and whether it is closed.
-func (s *shard) describe() (types.Shard, bool) {
-	s.mu.RLock()
-	closed, endSeq := s.closed, s.endSeq
-	s.mu.RUnlock()
+// listed reports whether the shard called id is in the stream.
+func (set *shardSet) listed(id string) bool {
+	return id != "" && set.byID(id) != nil
+}
+
+// describe is the shard at index i as ListShards shows it.
+func (set *shardSet) describe(i int) types.Shard {
+	s := set.all[i]
 	d := types.Shard{
 		ShardId: ptr(s.id),
 		HashKeyRange: &types.HashKeyRange{
@@ -223,10 +261,10 @@ func (s *shard) describe() (types.Shard, bool) {
 	if s.adjacentParent != "" {
 		d.AdjacentParentShardId = ptr(s.adjacentParent)
 	}
-	if closed {
-		d.SequenceNumberRange.EndingSequenceNumber = ptr(endSeq)
+	if end := set.state[i].endSeq; end != "" {
+		d.SequenceNumberRange.EndingSequenceNumber = ptr(end)
 	}
-	return d, closed
+	return d
 }
 
 func (l *Log) encodeNextToken(q listQuery) string {
@@ -234,11 +272,8 @@ func (l *Log) encodeNextToken(q listQuery) string {
 	b = append(b, tokNextToken)
 	b = binary.BigEndian.AppendUint64(b, q.inc)
 	b = binary.BigEndian.AppendUint32(b, uint32(q.from))
-	open := byte(0)
-	if q.openOnly {
-		open = 1
-	}
-	b = append(b, open)
+	b = append(b, byte(q.filter))
+	b = binary.BigEndian.AppendUint64(b, uint64(q.at))
 	b = binary.BigEndian.AppendUint64(b, uint64(q.issued))
 	b = append(b, q.stream...)
 	return l.sign.seal(b)
@@ -250,10 +285,11 @@ func (l *Log) decodeNextToken(s string) (listQuery, error) {
 		return listQuery{}, errInvalid("Invalid NextToken.")
 	}
 	return listQuery{
-		inc:      binary.BigEndian.Uint64(msg[1:]),
-		from:     int(binary.BigEndian.Uint32(msg[9:])),
-		openOnly: msg[13] == 1,
-		issued:   int64(binary.BigEndian.Uint64(msg[14:])),
-		stream:   string(msg[tokenHeader:]),
+		inc:    binary.BigEndian.Uint64(msg[1:]),
+		from:   int(binary.BigEndian.Uint32(msg[9:])),
+		filter: listFilter(msg[13]),
+		at:     int64(binary.BigEndian.Uint64(msg[14:])),
+		issued: int64(binary.BigEndian.Uint64(msg[22:])),
+		stream: string(msg[tokenHeader:]),
 	}, nil
 }

@@ -8,6 +8,11 @@
 // iterators are opaque, signed and expire, and requests are validated with the SDK's typed errors
 // and AWS's messages. A fault hook lets a test make any call fail, throttle or wait.
 //
+// Streams reshard as on AWS (SplitShard, MergeShards, UpdateShardCount): parents close with an
+// EndingSequenceNumber, children name their parents, and a reader at the end of a closed shard
+// gets its ChildShards. Each reshard is atomic and completes before the call returns, so a stream
+// is never UPDATING.
+//
 // The optFns argument of every method is accepted and ignored: it configures an SDK client
 // (retries, endpoints, credentials), which a Log does not have.
 package memlog
@@ -56,7 +61,7 @@ type Log struct {
 	shardLimit int
 	sign       *signer
 
-	mu           sync.Mutex // serialises CreateStream and DeleteStream
+	mu           sync.Mutex // serialises CreateStream, DeleteStream and reshards
 	incarnations uint64     // streams created so far; guarded by mu
 	streams      atomic.Pointer[map[string]*stream]
 

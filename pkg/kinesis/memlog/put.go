@@ -50,8 +50,7 @@ func (l *Log) PutRecord(ctx context.Context, in *awskinesis.PutRecordInput, _ ..
 	if isTrue(in.DryRun) {
 		return nil, errDryRun()
 	}
-	sh := st.shards.Load().route(h)
-	seq := st.appendOne(sh, in.Data, *in.PartitionKey, l.now().UnixMilli())
+	sh, seq := st.appendOne(h, in.Data, *in.PartitionKey, l.now().UnixMilli())
 	return &awskinesis.PutRecordOutput{SequenceNumber: &seq, ShardId: ptr(sh.id), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
@@ -72,18 +71,19 @@ func (l *Log) PutRecords(ctx context.Context, in *awskinesis.PutRecordsInput, _ 
 	}
 	set := st.shards.Load()
 	routes := make([]*shard, len(in.Records))
+	hashes := make([]hashKey, len(in.Records))
 	for i := range in.Records {
 		e := &in.Records[i]
 		h, err := routeHash(*e.PartitionKey, e.ExplicitHashKey)
 		if err != nil {
 			return nil, err
 		}
-		routes[i] = set.route(h)
+		routes[i], hashes[i] = set.route(h), h
 	}
 	if isTrue(in.DryRun) {
 		return nil, errDryRun()
 	}
-	return l.storeBatch(st, in.Records, routes), nil
+	return l.storeBatch(st, in.Records, routes, hashes), nil
 }
 
 // checkPutRecords validates a PutRecords request and finds its stream.
@@ -166,8 +166,9 @@ func (l *Log) peekShard(stream string, key, explicit *string) string {
 }
 
 // storeBatch applies entry faults, then appends the surviving entries, one shard at a time
-// under that shard's lock, and reports each entry's outcome in request order.
-func (l *Log) storeBatch(st *stream, entries []types.PutRecordsRequestEntry, routes []*shard) *awskinesis.PutRecordsOutput {
+// under that shard's lock, and reports each entry's outcome in request order. hashes are the
+// entries' hash keys, to route again the entries of a shard that a reshard closed meanwhile.
+func (l *Log) storeBatch(st *stream, entries []types.PutRecordsRequestEntry, routes []*shard, hashes []hashKey) *awskinesis.PutRecordsOutput {
 	n := len(entries)
 	res := make([]types.PutRecordsResultEntry, n)
 	failed := l.entryFaults(st, entries, routes, res)
@@ -179,7 +180,8 @@ func (l *Log) storeBatch(st *stream, entries []types.PutRecordsRequestEntry, rou
 			size += len(entries[i].Data)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(routes[a].index, routes[b].index) })
+	byShard := func(a, b int32) int { return cmp.Compare(routes[a].index, routes[b].index) }
+	slices.SortStableFunc(order, byShard)
 	buf := make([]byte, 0, size)
 	seqs := make([]string, n)
 	ids := make([]string, n)
@@ -190,7 +192,19 @@ func (l *Log) storeBatch(st *stream, entries []types.PutRecordsRequestEntry, rou
 		for k < len(order) && routes[order[k]] == sh {
 			k++
 		}
-		buf = st.appendGroup(sh, entries, order[:k], buf, nowMs, seqs)
+		group := order[:k]
+		var stored bool
+		if buf, stored = st.appendGroup(sh, entries, group, buf, nowMs, seqs); !stored {
+			// sh closed after routing. The set that closed it was published first, so routing
+			// again finds the open shards now holding these keys; the stable sort keeps request
+			// order within each of them.
+			set := st.shards.Load()
+			for _, i := range group {
+				routes[i] = set.route(hashes[i])
+			}
+			slices.SortStableFunc(group, byShard)
+			continue
+		}
 		order = order[k:]
 	}
 	for i, sh := range routes {
@@ -231,17 +245,19 @@ func (l *Log) entryFaults(st *stream, entries []types.PutRecordsRequestEntry, ro
 
 // appendGroup copies the payloads of entries idx (all routed to sh, in request order) into buf,
 // then appends them to sh, storing each one's sequence number in seqs. The sequence numbers of
-// the group share one string. It returns buf extended by the payloads.
-//
-// When resharding exists, this must re-route entries whose shard closed after routing.
-func (st *stream) appendGroup(sh *shard, entries []types.PutRecordsRequestEntry, idx []int32, buf []byte, nowMs int64, seqs []string) []byte {
+// the group share one string. It returns buf extended by the payloads, and true; or, if sh has
+// closed since the entries were routed, buf as it was and false, having stored nothing.
+func (st *stream) appendGroup(sh *shard, entries []types.PutRecordsRequestEntry, idx []int32, buf []byte, nowMs int64, seqs []string) ([]byte, bool) {
 	off := len(buf)
 	for _, i := range idx {
 		buf = append(buf, entries[i].Data...)
 	}
-	seqBuf := make([]byte, 0, seqLen*len(idx))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.closed {
+		return buf[:off], false
+	}
+	seqBuf := make([]byte, 0, seqLen*len(idx))
 	arrival := sh.arrivalLocked(nowMs)
 	for k := range idx {
 		seqBuf = appendSeq(seqBuf, st.incarnation, uint64(sh.index), sh.last+1+uint64(k))
@@ -255,18 +271,28 @@ func (st *stream) appendGroup(sh *shard, entries []types.PutRecordsRequestEntry,
 		seqs[i] = seq
 		off = end
 	}
-	return buf
+	return buf, true
 }
 
-// appendOne stores a copy of one record in sh and returns its sequence number.
-func (st *stream) appendOne(sh *shard, data []byte, key string, nowMs int64) string {
+// appendOne stores a copy of one record in the open shard that holds hash key h, and returns
+// that shard and the record's sequence number.
+func (st *stream) appendOne(h hashKey, data []byte, key string, nowMs int64) (*shard, string) {
 	d := bytes.Clone(data)
 	if d == nil {
 		d = []byte{}
 	}
+	sh := st.shards.Load().route(h)
 	sh.mu.Lock()
+	for sh.closed {
+		// A reshard closed sh after it was routed to. It published the set that replaced sh
+		// before closing it, so routing again finds an open shard (unless yet another reshard
+		// closed that one too, and round we go).
+		sh.mu.Unlock()
+		sh = st.shards.Load().route(h)
+		sh.mu.Lock()
+	}
 	defer sh.mu.Unlock()
 	seq := formatSeq(st.incarnation, uint64(sh.index), sh.last+1)
 	sh.appendLocked(record{data: d[:len(d):len(d)], key: key, seq: seq, arrival: sh.arrivalLocked(nowMs)})
-	return seq
+	return sh, seq
 }

@@ -54,8 +54,8 @@ func TestMaxRecordSize(t *testing.T) {
 	}
 }
 
-// Whatever a caller sends as an iterator, sequence number or hash key, the Log answers with an
-// error or a result, never a panic.
+// Whatever a caller sends as an iterator, sequence number, shard id or hash key, the Log answers
+// with an error or a result, never a panic.
 func FuzzInputs(f *testing.F) {
 	f.Add("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==", "4900000000000000100000000000000000000000000000000000000000")
 	f.Add("", "")
@@ -72,5 +72,9 @@ func FuzzInputs(f *testing.F) {
 			Data: []byte(number), ExplicitHashKey: &number, SequenceNumberForOrdering: &number})
 		_, _ = l.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: &token, ShardId: &number,
 			ShardIteratorType: types.ShardIteratorType(token)})
+		_, _ = l.SplitShard(ctx, &awskinesis.SplitShardInput{StreamName: aws.String("s"), ShardToSplit: &token, NewStartingHashKey: &number})
+		_, _ = l.SplitShard(ctx, &awskinesis.SplitShardInput{StreamName: aws.String("s"), ShardToSplit: aws.String(shardName(1)),
+			NewStartingHashKey: &number})
+		_, _ = l.MergeShards(ctx, &awskinesis.MergeShardsInput{StreamName: aws.String("s"), ShardToMerge: &token, AdjacentShardToMerge: &number})
 	})
 }

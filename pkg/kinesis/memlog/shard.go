@@ -29,10 +29,11 @@ type record struct {
 
 // shard is one shard: an append-only run of records numbered by ordinal from 1.
 //
-// Resharding (SplitShard, MergeShards, UpdateShardCount) is not implemented, but its state has a
-// place: a closed shard keeps its records and has closed, endSeq and children set, and a child
-// has parent and adjacentParent; GetRecords already ends a closed shard with ChildShards and no
-// NextShardIterator. Retention trimming would raise trimHorizon and drop whole chunks from the
+// Resharding (reshard.go, plan.go) closes a shard: under its lock it sets closed and children, so a put
+// that routed here before the close either lands before it or sees closed and routes again, and
+// GetRecords ends the shard with ChildShards and no NextShardIterator. What ListShards shows of a
+// shard (its EndingSequenceNumber) belongs to the stream's shardSet, so a listing is always one
+// consistent moment. Retention trimming would raise trimHorizon and drop whole chunks from the
 // front, advancing base; readers already start at trimHorizon.
 type shard struct {
 	index          int    // position in the stream; shard ids are never reused
@@ -41,6 +42,7 @@ type shard struct {
 	parent         string // ParentShardId; "" for a shard of a new stream
 	adjacentParent string // AdjacentParentShardId; "" unless the shard came from a merge
 	startSeq       string // StartingSequenceNumber (ordinal 0)
+	created        int64  // Unix milliseconds, for the timestamp ShardFilters
 
 	mu          sync.RWMutex
 	chunks      [][]record // chunks[i][j] is ordinal base + i*chunkSize + j
@@ -49,16 +51,16 @@ type shard struct {
 	last        uint64     // newest ordinal; 0 while empty
 	lastArrival int64      // arrival of the newest record
 	closed      bool
-	endSeq      string             // EndingSequenceNumber once closed
 	children    []types.ChildShard // the shards that replaced this one once closed
 }
 
-func newShard(index int, inc uint64, hashes hashRange) *shard {
+func newShard(index int, inc uint64, hashes hashRange, created int64) *shard {
 	return &shard{
 		index:       index,
 		id:          shardID(index),
 		hashes:      hashes,
 		startSeq:    formatSeq(inc, uint64(index), 0),
+		created:     created,
 		base:        1,
 		trimHorizon: 1,
 	}

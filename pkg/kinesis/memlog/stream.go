@@ -24,11 +24,23 @@ type stream struct {
 	shards       atomic.Pointer[shardSet]
 }
 
-// shardSet is a stream's shards at one moment.
+// shardSet is a stream's shards at one moment. A reshard publishes a new one whole,
+// so whoever loads a set sees every shard as it was at that moment.
 type shardSet struct {
-	all  []*shard // by index, so all[i].id is shardID(i); includes closed shards
-	open []*shard // open shards ordered by starting hash key; together they cover the key space
+	all   []*shard     // by index, so all[i].id is shardID(i); includes closed shards
+	open  []*shard     // open shards ordered by starting hash key; together they cover the key space
+	state []shardState // by index: what the listing shows of each shard at this moment
 }
+
+// shardState is what a shardSet records of one shard beyond the shard itself: whether it is
+// closed, and how it ended.
+type shardState struct {
+	endSeq string // EndingSequenceNumber; "" while the shard is open
+	closed int64  // Unix milliseconds of the close; 0 while open
+}
+
+// isOpen reports whether the shard at index i is open in this set.
+func (set *shardSet) isOpen(i int) bool { return set.state[i].endSeq == "" }
 
 // route returns the open shard whose hash key range holds h.
 func (set *shardSet) route(h hashKey) *shard {
@@ -113,14 +125,8 @@ func (l *Log) addStream(name string, count int, mode types.StreamMode, kib int32
 	if old[name] != nil {
 		return errInUse("Stream %s under account %s already exists.", name, l.account)
 	}
-	open := 0
-	for _, st := range old {
-		open += len(st.shards.Load().open)
-	}
-	if open+count > l.shardLimit || l.incarnations >= maxIncarnate {
-		return errLimit("This request would exceed the shard limit for the account %s in %s. "+
-			"Current shard count for the account: %d. Limit: %d. Number of additional shards that "+
-			"would have resulted from this request: %d.", l.account, l.region, open, l.shardLimit, count)
+	if open := l.openShardsLocked(); open+count > l.shardLimit || l.incarnations >= maxIncarnate {
+		return l.errShardLimit(open, count)
 	}
 	l.incarnations++
 	st := &stream{
@@ -132,9 +138,9 @@ func (l *Log) addStream(name string, count int, mode types.StreamMode, kib int32
 		maxRecordKiB: kib,
 		maxRecord:    int(kib) * 1024,
 	}
-	set := &shardSet{all: make([]*shard, count)}
+	set := &shardSet{all: make([]*shard, count), state: make([]shardState, count)}
 	for i, r := range splitHashSpace(count) {
-		set.all[i] = newShard(i, st.incarnation, r)
+		set.all[i] = newShard(i, st.incarnation, r, st.created.UnixMilli())
 	}
 	set.open = set.all
 	st.shards.Store(set)

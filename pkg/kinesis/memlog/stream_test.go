@@ -168,6 +168,9 @@ func TestNilInputs(t *testing.T) {
 		"DescribeStreamSummary": func() error { _, err := l.DescribeStreamSummary(ctx, nil); return err },
 		"CreateStream":          func() error { _, err := l.CreateStream(ctx, nil); return err },
 		"DeleteStream":          func() error { _, err := l.DeleteStream(ctx, nil); return err },
+		"SplitShard":            func() error { _, err := l.SplitShard(ctx, nil); return err },
+		"MergeShards":           func() error { _, err := l.MergeShards(ctx, nil); return err },
+		"UpdateShardCount":      func() error { _, err := l.UpdateShardCount(ctx, nil); return err },
 		"GetShardIterator no type": func() error {
 			_, err := l.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: aws.String("s"), ShardId: aws.String(shardName(0))})
 			return err
