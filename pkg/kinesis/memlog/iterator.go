@@ -83,7 +83,10 @@ func (l *Log) target(it iterator) (*stream, *shard, error) {
 }
 
 // GetShardIterator returns an iterator, valid for five minutes by the Log's clock, positioned by
-// one of the five iterator types. A sequence number must be one this stream's shard issued.
+// one of the five iterator types. A sequence number must be one this stream's shard issued, and
+// its record (for AFTER_SEQUENCE_NUMBER, the record after it) must not have been trimmed by
+// retention: an expired checkpoint is an InvalidArgumentException, as on AWS, not a silent jump
+// to the trim horizon. A closed shard that retention has passed is a ResourceNotFoundException.
 func (l *Log) GetShardIterator(ctx context.Context, in *awskinesis.GetShardIteratorInput, _ ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
 	if in == nil {
 		in = &awskinesis.GetShardIteratorInput{}
@@ -105,8 +108,10 @@ func (l *Log) GetShardIterator(ctx context.Context, in *awskinesis.GetShardItera
 	if err != nil {
 		return nil, err
 	}
-	sh := st.shards.Load().byID(*in.ShardId)
-	if sh == nil {
+	set := st.shards.Load()
+	sh := set.byID(*in.ShardId)
+	if sh == nil || set.state[sh.index].expired {
+		// A closed shard that retention has passed is gone, as on AWS.
 		return nil, l.errShardNotFound(*in.ShardId, st.name)
 	}
 	now := l.now()
@@ -169,10 +174,18 @@ func (l *Log) startPosition(st *stream, sh *shard, in *awskinesis.GetShardIterat
 	if err != nil {
 		return 0, err
 	}
+	pos := n.ordinal
 	if typ == types.ShardIteratorTypeAfterSequenceNumber {
-		return n.ordinal + 1, nil
+		pos++
 	}
-	return n.ordinal, nil
+	// Ordinal 0 (the StartingSequenceNumber) names no record, so only records from 1 on can
+	// have been trimmed away.
+	if max(pos, 1) < sh.horizon() {
+		return 0, errInvalid("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s "+
+			"is invalid because it is older than the trim horizon of the shard: its records have passed the retention period.",
+			*seq, sh.id, st.name, l.account)
+	}
+	return pos, nil
 }
 
 // checkStartSeq accepts a sequence number only if this very shard of this very stream issued it.

@@ -43,7 +43,8 @@ const tokenHeader = 1 + 8 + 4 + 1 + 8 + 8
 // time, with a NextToken (valid five minutes) while more remain. A NextToken must come alone,
 // without StreamName, StreamARN, ExclusiveStartShardId, ShardFilter or StreamCreationTimestamp.
 //
-// Closed shards are listed with their EndingSequenceNumber. The ShardFilter types select as AWS documents them: AFTER_SHARD_ID the
+// Closed shards are listed, with their EndingSequenceNumber, until retention has passed them
+// (see ExpireRecords). The ShardFilter types select as AWS documents them: AFTER_SHARD_ID the
 // shards after an id; AT_LATEST the open shards; FROM_TRIM_HORIZON all; AT_TRIM_HORIZON those
 // open at the trim horizon, i.e. those none of whose parents is still listed; AT_TIMESTAMP those
 // open at the Timestamp (created at or before it, closed at or after it or still open), a
@@ -225,6 +226,9 @@ func (l *Log) listPage(q listQuery, limit int) *awskinesis.ListShardsOutput {
 // lists reports whether the listing holds the shard at index i of set.
 func (q *listQuery) lists(set *shardSet, i int) bool {
 	sh, s := set.all[i], set.state[i]
+	if s.expired {
+		return false
+	}
 	open := set.isOpen(i)
 	switch q.filter {
 	case listOpen:
@@ -239,9 +243,13 @@ func (q *listQuery) lists(set *shardSet, i int) bool {
 	return true
 }
 
-// listed reports whether the shard called id is in the stream.
+// listed reports whether the shard called id is in the stream and not aged out.
 func (set *shardSet) listed(id string) bool {
-	return id != "" && set.byID(id) != nil
+	if id == "" {
+		return false
+	}
+	sh := set.byID(id)
+	return sh != nil && !set.state[sh.index].expired
 }
 
 // describe is the shard at index i as ListShards shows it.

@@ -11,7 +11,8 @@
 // Streams reshard as on AWS (SplitShard, MergeShards, UpdateShardCount): parents close with an
 // EndingSequenceNumber, children name their parents, and a reader at the end of a closed shard
 // gets its ChildShards. Each reshard is atomic and completes before the call returns, so a stream
-// is never UPDATING.
+// is never UPDATING. Records never expire on their own: ExpireRecords applies retention when a
+// test says so, moving TRIM_HORIZON and aging out closed shards.
 //
 // The optFns argument of every method is accepted and ignored: it configures an SDK client
 // (retries, endpoints, credentials), which a Log does not have.
@@ -61,7 +62,7 @@ type Log struct {
 	shardLimit int
 	sign       *signer
 
-	mu           sync.Mutex // serialises CreateStream, DeleteStream and reshards
+	mu           sync.Mutex // serialises CreateStream, DeleteStream, reshards and ExpireRecords
 	incarnations uint64     // streams created so far; guarded by mu
 	streams      atomic.Pointer[map[string]*stream]
 

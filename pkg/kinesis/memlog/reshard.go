@@ -236,10 +236,11 @@ func (l *Log) newPlanLocked(st *stream) (*plan, error) {
 	return newPlan(st, l.now().UnixMilli()), nil
 }
 
-// reshardable finds the shard called id for a split or merge: it must exist and be open.
+// reshardable finds the shard called id for a split or merge: it must exist, not have aged out,
+// and be open.
 func (l *Log) reshardable(p *plan, id string) (*shard, error) {
 	sh := p.old.byID(id)
-	if sh == nil {
+	if sh == nil || p.old.state[sh.index].expired {
 		return nil, errNotFound("Could not find shard %s in stream %s under account %s.", id, p.st.name, l.account)
 	}
 	if !p.isOpen(sh) {

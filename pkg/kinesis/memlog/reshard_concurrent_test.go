@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -15,12 +16,12 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 )
 
-// Puts racing many reshards (and reads racing both): every acknowledged
+// Puts racing many reshards (and reads and retention passes racing both): every acknowledged
 // record is stored once, in the shard and under the sequence number its put reported, in its key's
 // order across parents and children, within its shard's hash key range, and never in a closed
 // shard after its EndingSequenceNumber.
 func TestPutsDuringReshards(t *testing.T) {
-	l, _ := newStream(t, "s", 2)
+	l, c := newStream(t, "s", 2)
 	const writers, keys, minPuts = 4, 5, 20
 	type ack struct{ shard, seq string }
 	acks := make([]map[string]ack, writers) // by payload; each writer writes only its own
@@ -75,8 +76,11 @@ func TestPutsDuringReshards(t *testing.T) {
 			}
 		})
 	}
-	wg.Go(func() { // a reader, to race the reshards
+	wg.Go(func() { // a reader and a retention pass that drops nothing, to race the reshards
 		for !finished.Load() {
+			if _, err := l.ExpireRecords("s", c.Now().Add(-time.Hour)); err != nil {
+				fail(err)
+			}
 			out, err := l.ListShards(ctx, &awskinesis.ListShardsInput{StreamName: aws.String("s")})
 			if err != nil {
 				fail(err)

@@ -32,9 +32,9 @@ type record struct {
 // Resharding (reshard.go, plan.go) closes a shard: under its lock it sets closed and children, so a put
 // that routed here before the close either lands before it or sees closed and routes again, and
 // GetRecords ends the shard with ChildShards and no NextShardIterator. What ListShards shows of a
-// shard (its EndingSequenceNumber) belongs to the stream's shardSet, so a listing is always one
-// consistent moment. Retention trimming would raise trimHorizon and drop whole chunks from the
-// front, advancing base; readers already start at trimHorizon.
+// shard (its EndingSequenceNumber, whether it has aged out) belongs to the stream's shardSet, so
+// a listing is always one consistent moment. Retention (retention.go) raises trimHorizon and
+// drops whole chunks from the front, advancing base; readers already start at trimHorizon.
 type shard struct {
 	index          int    // position in the stream; shard ids are never reused
 	id             string // shardId-000000000000

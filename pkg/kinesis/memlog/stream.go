@@ -24,7 +24,7 @@ type stream struct {
 	shards       atomic.Pointer[shardSet]
 }
 
-// shardSet is a stream's shards at one moment. A reshard publishes a new one whole,
+// shardSet is a stream's shards at one moment. A reshard or an expiry publishes a new one whole,
 // so whoever loads a set sees every shard as it was at that moment.
 type shardSet struct {
 	all   []*shard     // by index, so all[i].id is shardID(i); includes closed shards
@@ -33,10 +33,11 @@ type shardSet struct {
 }
 
 // shardState is what a shardSet records of one shard beyond the shard itself: whether it is
-// closed, and how it ended.
+// closed (and how it ended) and whether it has aged out of the stream.
 type shardState struct {
-	endSeq string // EndingSequenceNumber; "" while the shard is open
-	closed int64  // Unix milliseconds of the close; 0 while open
+	endSeq  string // EndingSequenceNumber; "" while the shard is open
+	closed  int64  // Unix milliseconds of the close; 0 while open
+	expired bool   // closed and past retention: no longer listed, no new iterators
 }
 
 // isOpen reports whether the shard at index i is open in this set.
