@@ -181,6 +181,7 @@ func (c *subscription) syncShards() error {
 // creates their leases, with their parents, so they can be taken at once.
 func (c *subscription) learnChildren(children []types.ChildShard) error {
 	var ids []string
+	unknownParent := false
 	for _, ch := range children {
 		if ch.ShardId == nil || *ch.ShardId == "" {
 			continue
@@ -198,6 +199,17 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 		}
 		c.shards[id], c.learned[id] = s, s
 		ids = append(ids, id)
+		for _, p := range ch.ParentShards {
+			if _, known := c.shards[p]; !known {
+				unknownParent = true
+			}
+		}
+	}
+	if unknownParent {
+		// A parent missing from the last listing is taken as aged out of the stream, which
+		// lets its children start. A merge's other parent may simply be newer than that
+		// listing (another worker read its parents), so list again before judging it.
+		return c.syncShards()
 	}
 	if !c.grouped() || len(ids) == 0 {
 		return nil
