@@ -311,10 +311,10 @@ type reshardReport struct {
 	childWaitShard                            string
 	// handover is the longest time from the last delivery of a child's parents to the
 	// child's first delivery: how fast the child starts once its parents are finished.
-	handover      time.Duration
-	handoverShard string
-	typicalLatency                            time.Duration // median publish-to-delivery
-	shards                                    int           // shards the stream had by the end, open and closed
+	handover       time.Duration
+	handoverShard  string
+	typicalLatency time.Duration // median publish-to-delivery
+	shards         int           // shards the stream had by the end, open and closed
 }
 
 func (r reshardReport) String() string {
