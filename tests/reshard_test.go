@@ -618,6 +618,7 @@ func TestLiveReshardKinesisMock(t *testing.T) {
 	}{
 		{"SplitMerge/1", 1, splitMergeSteps()},
 		{"SplitMerge/3", 3, splitMergeSteps()},
+		{"UpdateShardCount/1", 1, updateShardCountSteps()},
 		{"UpdateShardCount/3", 3, updateShardCountSteps()},
 	}
 	for _, tc := range cases {

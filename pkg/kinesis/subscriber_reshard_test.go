@@ -240,3 +240,33 @@ func TestReshardParentAgedOutDoesNotBlockChildren(t *testing.T) {
 	ch := e.subscribe(e.subscriber(e.config(subGroup)), context.Background())
 	subWantPayloads(t, subRecvAck(t, ch, 1), "kept")
 }
+
+// subNoChildShards is a Kinesis that, like kinesalite, never names the children at a shard's
+// end.
+type subNoChildShards struct{ *memlog.Log }
+
+func (k subNoChildShards) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, opts ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	out, err := k.Log.GetRecords(ctx, in, opts...)
+	if out != nil {
+		out.ChildShards = nil
+	}
+	return out, err
+}
+
+// Without ChildShards, the end of a parent makes the coordinator list the shards at once.
+func TestReshardWithoutChildShardsListsAtOnce(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	e.putRaw("k", []byte("parent"))
+	cfg := e.config(subGroup)
+	cfg.Client = subNoChildShards{e.log}
+	// Neither periodic sync may find the children: only the listing at the parent's end can.
+	cfg.ShardSyncInterval = time.Hour
+	cfg.LeaseSyncInterval = time.Hour
+	ch := e.subscribe(e.subscriber(cfg), context.Background())
+	parent := subRecv(t, ch)
+	e.subSplit(subShard(0))
+	e.putRaw("k", []byte("child"))
+	parent.Ack()
+	subWantPayloads(t, []*message.Message{parent}, "parent")
+	subWantPayloads(t, subRecvAck(t, ch, 1), "child")
+}
