@@ -205,6 +205,15 @@ type SubscriberConfig struct {
 
 	// Unmarshaler decodes records. Default: EnvelopeMarshaler.
 	Unmarshaler Unmarshaler
+	// PoisonHandler decides what becomes of a record the Unmarshaler rejects. Default:
+	// DeliverPoisonRaw, which delivers the record's data as a raw payload with the decode
+	// error in the message's context (DecodeErrorFromContext), so that Watermill's PoisonQueue
+	// middleware, or the handler, can route it.
+	PoisonHandler PoisonHandler
+	// KeepKPLAggregates delivers records written by the Kinesis Producer Library's
+	// aggregation as they are, one message per Kinesis record. Default: false, each user
+	// record of an aggregate is its own message, as the KCL does.
+	KeepKPLAggregates bool
 
 	// InitialPosition is where a shard with no checkpoint is read from. Default: TrimHorizon.
 	InitialPosition Position
@@ -291,6 +300,9 @@ func (c *SubscriberConfig) setDefaults() {
 // setValueDefaults fills in every default but the client and the worker id, so that Validate
 // judges a config as NewSubscriber will use it.
 func (c *SubscriberConfig) setValueDefaults() {
+	if c.PoisonHandler == nil {
+		c.PoisonHandler = DeliverPoisonRaw
+	}
 	if c.Unmarshaler == nil {
 		c.Unmarshaler = EnvelopeMarshaler{}
 	}

@@ -12,14 +12,19 @@ type RecordInfo struct {
 	Stream         string
 	ShardID        string
 	SequenceNumber string
-	PartitionKey   string
+	// Aggregated is set for a user record unpacked from a KPL aggregated record; then
+	// SequenceNumber is the aggregate's and SubSequenceNumber the user record's index in it,
+	// and PartitionKey is the user record's own.
+	Aggregated        bool
+	SubSequenceNumber int
+	PartitionKey      string
 	// ArrivalTime is when Kinesis accepted the record (ApproximateArrivalTimestamp).
 	ArrivalTime time.Time
 	// MillisBehindLatest is how far the read that returned the record was from the tip of
 	// the shard.
 	MillisBehindLatest int64
-	// DecodeError is set when the record looked like an envelope but could not be decoded;
-	// the message then carries the record's data as its payload.
+	// DecodeError is set when the Unmarshaler rejected the record; the message is then what
+	// the PoisonHandler made of it (by default the record's data as a raw payload).
 	DecodeError error
 }
 

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -122,4 +123,39 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// PoisonRecord is a record the Unmarshaler rejected, as a PoisonHandler sees it.
+type PoisonRecord struct {
+	// Info is where the record came from; Info.DecodeError is Err.
+	Info RecordInfo
+	// Data is the record's data (a user record's, for a KPL aggregate). It may be kept.
+	Data []byte
+	// Err is the Unmarshaler's error.
+	Err error
+	// Decoded is the message the Unmarshaler returned along with its error, if any
+	// (EnvelopeMarshaler returns a damaged envelope as a raw payload).
+	Decoded *message.Message
+}
+
+// PoisonHandler decides what becomes of a record the Unmarshaler rejected. It runs on the
+// shard's reader goroutine, so it should be quick. It returns the message to deliver (the
+// reader puts the record's facts, with the decode error, in its context), or nil to skip the
+// record: it then counts as done and is checkpointed like an acked message, with a log line.
+// If it returns an error, the record is delivered as by DeliverPoisonRaw: a handler cannot
+// stall the shard, and no record is lost without a log line.
+type PoisonHandler func(PoisonRecord) (*message.Message, error)
+
+// DeliverPoisonRaw is the default PoisonHandler: the message the Unmarshaler returned, or
+// else the record's data as a raw payload with a UUID derived from its position (the same on
+// every read of the record).
+func DeliverPoisonRaw(p PoisonRecord) (*message.Message, error) {
+	if p.Decoded != nil {
+		return p.Decoded, nil
+	}
+	name := p.Info.SequenceNumber
+	if p.Info.Aggregated {
+		name += ":" + strconv.Itoa(p.Info.SubSequenceNumber)
+	}
+	return message.NewMessage(RecordUUID(p.Info.Stream, p.Info.ShardID, name), p.Data), nil
 }

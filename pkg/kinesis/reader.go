@@ -57,20 +57,24 @@ type shardReader struct {
 	handoff chan struct{}
 
 	iterator string
-	askedAt  time.Time          // when the first iterator was asked for, by this machine's clock
-	lastRead string             // sequence number of the last record fetched
-	records  []types.Record     // the current batch
-	next     int                // index in records of the next record to deliver
-	behind   int64              // MillisBehindLatest of the current batch
-	ended    bool               // the shard is closed and read to its end
-	children []types.ChildShard // the ChildShards of the read that reached the end
-	window   []*delivery        // delivered and not yet done, in sequence order
-	prepared *delivery          // the next record, decoded, waiting to be sent
-	acked    string             // watermark: last sequence number acked in order
-	saved    string             // last checkpoint written
-	fetchAt  time.Time          // the earliest time the next GetRecords may be sent
-	failures int                // consecutive failed reads, for backoff
-	renewed  time.Time          // when the last successful renewal (at first: the take) was sent
+	askedAt  time.Time    // when the first iterator was asked for, by this machine's clock
+	lastRead string       // sequence number of the last record fetched
+	records  []userRecord // the current batch, KPL aggregates expanded
+	next     int          // index in records of the next record to deliver
+	// skipSeq and skipThrough: the reader resumes inside the KPL aggregate skipSeq, whose user
+	// records up to skipThrough are done; cleared once that aggregate has been read.
+	skipSeq     string
+	skipThrough int
+	behind      int64              // MillisBehindLatest of the current batch
+	ended       bool               // the shard is closed and read to its end
+	children    []types.ChildShard // the ChildShards of the read that reached the end
+	window      []*delivery        // delivered and not yet done, in sequence order
+	prepared    *delivery          // the next record, decoded, waiting to be sent
+	acked       string             // watermark: last sequence number acked in order
+	saved       string             // last checkpoint written
+	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
+	failures    int                // consecutive failed reads, for backoff
+	renewed     time.Time          // when the last successful renewal (at first: the take) was sent
 	// handingOff: another worker asked for the lease; nothing more is sent, and once the
 	// messages in flight are settled (or at handoffBy) the lease is handed over.
 	handingOff bool
@@ -262,37 +266,67 @@ func (r *shardReader) wakeTime(now time.Time, sending bool) time.Time {
 
 // prepare decodes the next record into a message with its own context.
 func (r *shardReader) prepare() {
-	rec := &r.records[r.next]
+	u := &r.records[r.next]
 	r.next++
+	rec := &u.rec
 	info := RecordInfo{
 		Stream:             r.sub.stream,
 		ShardID:            r.shardID,
-		SequenceNumber:     deref(rec.SequenceNumber),
+		SequenceNumber:     u.sequenceNumber(),
+		Aggregated:         u.aggregated,
+		SubSequenceNumber:  u.sub,
 		PartitionKey:       deref(rec.PartitionKey),
 		MillisBehindLatest: r.behind,
 	}
 	if rec.ApproximateArrivalTimestamp != nil {
 		info.ArrivalTime = *rec.ApproximateArrivalTimestamp
 	}
+	fields := watermill.LogFields{"stream": r.sub.stream, "shard": r.shardID, "sequence_number": info.SequenceNumber}
+	if u.aggregated {
+		fields["sub_sequence_number"] = u.sub
+	}
+	if u.notAggregate != nil {
+		r.sub.logger.Info("Record starts like a KPL aggregate but is not one; delivering it whole, as the KCL does",
+			fields.Add(watermill.LogFields{"reason": u.notAggregate.Error()}))
+	}
 	msg, err := r.sub.cfg.Unmarshaler.Unmarshal(r.sub.stream, r.shardID, rec)
 	if err != nil || msg == nil {
-		// Never drop a record: what cannot be decoded is delivered as it is, with the reason.
 		if err == nil {
 			err = errors.New("unmarshaler returned no message")
 		}
 		info.DecodeError = err
+		msg = r.poison(PoisonRecord{Info: info, Data: rec.Data, Err: err, Decoded: msg}, fields)
 		if msg == nil {
-			msg = rawMessage(r.sub.stream, r.shardID, rec)
+			// Skipped: done as if delivered and acked, so the checkpoint passes it in order.
+			r.window = append(r.window, &delivery{seq: u.position(), state: stateAcked, cancel: func() {}, info: info})
+			return
 		}
-		r.sub.logger.Error("Record could not be decoded; delivering its data as a raw payload", err,
-			watermill.LogFields{"stream": r.sub.stream, "shard": r.shardID, "sequence_number": info.SequenceNumber})
 	}
-	r.prepared = r.newDelivery(msg, info)
+	r.prepared = r.newDelivery(msg, info, u.position())
 }
 
-func (r *shardReader) newDelivery(msg *message.Message, info RecordInfo) *delivery {
+// poison hands a record the Unmarshaler rejected to the PoisonHandler and returns what to
+// deliver, or nil to skip the record. Nothing leaves without a log line, and a failing handler
+// cannot stall the shard: its record is delivered raw, as by default.
+func (r *shardReader) poison(p PoisonRecord, fields watermill.LogFields) *message.Message {
+	msg, herr := r.sub.cfg.PoisonHandler(p)
+	switch {
+	case herr != nil:
+		r.sub.logger.Error("Record could not be decoded, and the PoisonHandler failed; delivering its data as a raw payload",
+			errors.Join(p.Err, herr), fields)
+		raw, _ := DeliverPoisonRaw(p)
+		return raw
+	case msg == nil:
+		r.sub.logger.Error("Record could not be decoded; the PoisonHandler skipped it", p.Err, fields)
+		return nil
+	}
+	r.sub.logger.Error("Record could not be decoded; delivering what the PoisonHandler made of it (the decode error is in its context)", p.Err, fields)
+	return msg
+}
+
+func (r *shardReader) newDelivery(msg *message.Message, info RecordInfo, position string) *delivery {
 	ctx, cancel := context.WithCancel(r.ctx)
-	d := &delivery{seq: info.SequenceNumber, msg: msg, cancel: cancel, info: info}
+	d := &delivery{seq: position, msg: msg, cancel: cancel, info: info}
 	msg.SetContext(&messageContext{Context: ctx, info: info})
 	return d
 }
@@ -313,7 +347,7 @@ func (r *shardReader) settleWindow(now time.Time) {
 			// A nacked message goes out again as a fresh message with the same UUID,
 			// metadata and payload; Watermill messages cannot be acked twice.
 			msg := d.msg.Copy()
-			fresh := r.newDelivery(msg, d.info)
+			fresh := r.newDelivery(msg, d.info, d.seq)
 			d.msg, d.cancel = fresh.msg, fresh.cancel
 		}
 	}
@@ -382,10 +416,17 @@ func (r *shardReader) fallBackFromTrimmed(after string, err error) bool {
 
 func (r *shardReader) getIterator(pos position) (string, error) {
 	in := &awskinesis.GetShardIteratorInput{StreamName: &r.sub.stream, ShardId: &r.shardID}
+	seq, sub, inside := parsePosition(pos.after)
+	r.skipSeq, r.skipThrough = "", 0
 	switch {
+	case inside:
+		// Inside a KPL aggregate: read it again and skip the user records already done.
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = &seq
+		r.skipSeq, r.skipThrough = seq, sub
 	case pos.after != "":
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
-		in.StartingSequenceNumber = &pos.after
+		in.StartingSequenceNumber = &seq
 	case pos.initial.Type == Latest:
 		in.ShardIteratorType = types.ShardIteratorTypeLatest
 	case pos.initial.Type == AtTimestamp:

@@ -25,7 +25,10 @@ func (r *shardReader) fetch() error {
 		return r.fetchFailed(err)
 	}
 	r.failures = 0
-	r.records, r.next = out.Records, 0
+	r.records, r.next = expand(out.Records, cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough), 0
+	if len(out.Records) > 0 {
+		r.skipSeq = "" // the aggregate to resume inside is the first record read
+	}
 	if out.MillisBehindLatest != nil {
 		r.behind = *out.MillisBehindLatest
 	}
