@@ -170,7 +170,9 @@ func TestPoisonHandler(t *testing.T) {
 		{"default delivers raw", nil, []string{"good-1", "bad", "good-2"}},
 		{"skip", func(kinesis.PoisonRecord) (*message.Message, error) { return nil, nil }, []string{"good-1", "good-2"}},
 		{"replace", func(kinesis.PoisonRecord) (*message.Message, error) { return custom, nil }, []string{"good-1", "replacement", "good-2"}},
-		{"handler fails", func(kinesis.PoisonRecord) (*message.Message, error) { return nil, errors.New("dead-letter stream down") },
+		{"handler fails", func(kinesis.PoisonRecord) (*message.Message, error) {
+			return nil, errors.New("dead-letter stream down")
+		},
 			[]string{"good-1", "bad", "good-2"}},
 	}
 	for _, tc := range cases {
