@@ -63,6 +63,14 @@ type PublisherConfig struct {
 	// PartitionKey chooses each message's partition key. Default: PartitionKeyFromUUID.
 	PartitionKey PartitionKeyFunc
 
+	// AggregateKPL packs the messages of one Publish call that share a partition key into
+	// KPL aggregated records (up to 1 MiB each), which this Subscriber, the KCL and other
+	// KPL-aware consumers unpack into the original messages. Kinesis counts records against
+	// a shard's 1,000 records/s, so batches of small messages with repeated keys go out in
+	// far fewer records. Only messages with the same key share a record, so every user
+	// record belongs to the shard it lands on and per-key order holds. Default: false.
+	AggregateKPL bool
+
 	// CreateStream creates a stream that does not exist on first publish. Default: false
 	// (publishing to a missing stream is an error).
 	CreateStream bool

@@ -1,15 +1,19 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/kpl"
 )
 
 // Publisher writes Watermill messages to Kinesis streams; the topic is the stream name.
@@ -50,6 +54,10 @@ type pendingRecord struct {
 
 	written bool  // Kinesis accepted the record
 	err     error // why the last attempt failed
+
+	// members are the messages packed into this record when it is a KPL aggregate (index and
+	// msg are then the first member's); nil for a record of one message.
+	members []*pendingRecord
 }
 
 // Publish writes the messages to the stream named topic. Validation of every message happens
@@ -77,6 +85,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	records, err := p.encode(topic, msgs)
 	if err != nil {
 		return err
+	}
+	if p.config.AggregateKPL {
+		records = aggregateByKey(records)
 	}
 	if err := p.ensureStream(msgs[0].Context(), topic); err != nil {
 		return err
@@ -150,6 +161,64 @@ func uuidOf(msg *message.Message) string {
 		return ""
 	}
 	return msg.UUID
+}
+
+// messages are the messages a record carries: its members, or itself.
+func (r *pendingRecord) messages() []*pendingRecord {
+	if r.members != nil {
+		return r.members
+	}
+	return []*pendingRecord{r}
+}
+
+// aggregateByKey packs the records of each partition key, in order, into KPL aggregates of up
+// to maxRecordSize. An aggregate of one would only add overhead, so it stays a plain record;
+// so does a record too large to fit in an aggregate with its framing.
+func aggregateByKey(records []*pendingRecord) []*pendingRecord {
+	byKey := map[string][]*pendingRecord{}
+	var keys []string
+	for _, r := range records {
+		k := *r.entry.PartitionKey
+		if byKey[k] == nil {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	out := make([]*pendingRecord, 0, len(keys))
+	agg := kpl.NewAggregator(maxRecordSize)
+	var members []*pendingRecord
+	flush := func() {
+		switch len(members) {
+		case 0:
+		case 1:
+			out = append(out, members[0])
+		default:
+			key := agg.PartitionKey()
+			data := agg.Build()
+			out = append(out, &pendingRecord{
+				index: members[0].index, msg: members[0].msg,
+				entry:   types.PutRecordsRequestEntry{Data: data, PartitionKey: &key},
+				size:    len(data) + len(key),
+				members: members,
+			})
+		}
+		agg.Reset()
+		members = nil
+	}
+	for _, k := range keys {
+		for _, r := range byKey[k] {
+			if !agg.Add(k, "", r.entry.Data) {
+				flush()
+				if !agg.Add(k, "", r.entry.Data) {
+					out = append(out, r)
+					continue
+				}
+			}
+			members = append(members, r)
+		}
+		flush()
+	}
+	return out
 }
 
 // rounds splits records so that each round holds at most one record per partition key, in
@@ -282,8 +351,11 @@ func (p *Publisher) publishError(stream string, records []*pendingRecord, cause 
 		if err == nil {
 			err = fmt.Errorf("not sent: publishing stopped at an earlier failure (%w)", cause)
 		}
-		pe.Failed = append(pe.Failed, &MessageError{Stream: stream, Index: r.index, UUID: r.msg.UUID, Err: err})
+		for _, m := range r.messages() {
+			pe.Failed = append(pe.Failed, &MessageError{Stream: stream, Index: m.index, UUID: m.msg.UUID, Err: err})
+		}
 	}
+	slices.SortFunc(pe.Failed, func(a, b *MessageError) int { return cmp.Compare(a.Index, b.Index) })
 	return pe
 }
 

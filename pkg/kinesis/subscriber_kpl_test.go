@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
@@ -197,5 +199,92 @@ func TestPoisonHandler(t *testing.T) {
 			last := subSeq(t, msgs[len(msgs)-1])
 			e.waitLease(subGroup, subShard(0), "checkpoint at the last record", func(l lease.Lease) bool { return l.Checkpoint == last })
 		})
+	}
+}
+
+// subStoredRecords reads every record of shard 0 as stored, with no de-aggregation.
+func (e *subEnv) subStoredRecords() []types.Record {
+	e.t.Helper()
+	ctx := context.Background()
+	it, err := e.log.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{
+		StreamName: aws.String(e.stream), ShardId: aws.String(subShard(0)), ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := e.log.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.Records
+}
+
+// With AggregateKPL, messages that share a key travel in few Kinesis records, and come out
+// as the same messages, in order per key.
+func TestKPL_PublisherAggregates(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
+		Client: e.log, AggregateKPL: true, PartitionKey: kinesis.PartitionKeyFromMetadata("key"),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := subMsgs(0, 300)
+	for i, m := range msgs {
+		m.Metadata.Set("key", fmt.Sprintf("key-%d", i%3))
+	}
+	msgs[299].Metadata.Set("key", "alone") // an aggregate of one stays a plain record
+	if err := pub.Publish(e.stream, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	stored := e.subStoredRecords()
+	if len(stored) != 4 {
+		t.Errorf("300 messages on 4 keys stored as %d records, want 4", len(stored))
+	}
+	for i, rec := range stored {
+		if got := kpl.IsAggregated(rec.Data); got != (deref(rec.PartitionKey) != "alone") {
+			t.Errorf("stored record %d (key %s): aggregated %v", i, deref(rec.PartitionKey), got)
+		}
+	}
+
+	got := subRecvAck(t, e.subscribe(e.subscriber(e.config("")), context.Background()), 300)
+	next := map[string]int{}
+	for _, m := range got {
+		key, idx := m.Metadata.Get("key"), 0
+		fmt.Sscanf(m.Metadata.Get("index"), "%d", &idx)
+		if m.UUID != fmt.Sprintf("uuid-%d", idx) || string(m.Payload) != fmt.Sprintf("msg-%d", idx) {
+			t.Fatalf("message %s: payload %q", m.UUID, m.Payload)
+		}
+		if idx < next[key] {
+			t.Errorf("key %s: message %d after %d", key, idx, next[key])
+		}
+		next[key] = idx + 1
+		if info := subInfo(t, m); info.PartitionKey != key {
+			t.Errorf("message %d: partition key %q, want %q", idx, info.PartitionKey, key)
+		}
+	}
+}
+
+// A rejected aggregate fails every message in it, each named in the PublishError.
+func TestKPL_PublisherAggregateRejected(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	e.log.SetPutRecordsEntryFault(func(string, int, types.PutRecordsRequestEntry) (string, string) {
+		return "InvalidArgumentException", "rejected for the test"
+	})
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
+		Client: e.log, AggregateKPL: true, PartitionKey: func(string, *message.Message) (string, error) { return "k", nil },
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pub.Publish(e.stream, subMsgs(0, 3)...)
+	var pe *kinesis.PublishError
+	if !errors.As(err, &pe) || len(pe.Failed) != 3 {
+		t.Fatalf("error %v, want a PublishError naming the 3 messages", err)
+	}
+	for i, f := range pe.Failed {
+		if f.Index != i || f.UUID != fmt.Sprintf("uuid-%d", i) {
+			t.Errorf("failed[%d] = message %d %s", i, f.Index, f.UUID)
+		}
 	}
 }
