@@ -396,7 +396,6 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 		tick := time.NewTicker(sc.round)
 		defer tick.Stop()
 		round := 0
-		defer func() { ledger.loadStopped(round, sc.keys) }()
 		for {
 			msgs := make([]*message.Message, sc.keys)
 			for k := range msgs {
@@ -412,6 +411,8 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 			round++
 			select {
 			case <-stopLoad:
+				// Before the send: the test reads the count once it receives.
+				ledger.loadStopped(round, sc.keys)
 				loadDone <- nil
 				return
 			case <-ctx.Done():
