@@ -59,7 +59,16 @@ func (r *shardReader) fetchFailed(err error) error {
 		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, 5*time.Second))
 		return nil
 	case classTransient:
-		r.sub.logger.Info("Read failed; retrying", fields)
+		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
+		// someone should see: the fault suite's 30 s GetRecords outage logged nothing above
+		// INFO. From the readFailuresBeforeError-th failure in a row (6 to 13 s into an
+		// outage, by the backoff below) each retry logs at ERROR, at most one line per shard
+		// every 5 to 10 s.
+		if r.failures >= readFailuresBeforeError {
+			r.sub.logger.Error("Reads keep failing; retrying", err, fields)
+		} else {
+			r.sub.logger.Info("Read failed; retrying", fields)
+		}
 		r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
 		return nil
 	case classExpiredIterator:
@@ -99,6 +108,10 @@ func (r *shardReader) fetchFailed(err error) error {
 		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
 	}
 }
+
+// readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
+// before a transient failure is logged at ERROR instead of INFO.
+const readFailuresBeforeError = 8
 
 // latestSkewMargin is how far before its first LATEST iterator a reader that has read nothing
 // resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
