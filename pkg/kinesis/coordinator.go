@@ -19,8 +19,8 @@ import (
 // subscription is one Subscribe call: a coordinator goroutine and a reader goroutine per shard
 // it reads.
 //
-// Ownership: the coordinator (start, then run) owns readers, shards, learned, leases, tracker,
-// asked, skipped, ended and progress; nothing else touches them. Readers share out and exits. The coordinator closes out
+// Ownership: the coordinator (start, then run) owns readers, starting, shards, learned, leases,
+// tracker, asked, skipped, ended and progress; nothing else touches them. Readers share out and exits. The coordinator closes out
 // (after every reader has reported its exit, so no send can follow) and then done.
 type subscription struct {
 	cfg    SubscriberConfig
@@ -32,9 +32,13 @@ type subscription struct {
 	out    chan *message.Message
 	exits  chan readerExit
 	done   chan struct{}
+	// readied brings run the first report of each reader it started (see syncReaders).
+	readied chan readyReport
 
 	readers map[string]*shardReader
-	shards  map[string]types.Shard // the last shard listing, plus learned
+	// starting are the readers started that have not reported their first iterator yet.
+	starting map[string]startingReader
+	shards   map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned  map[string]types.Shard
@@ -54,7 +58,9 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		out:      make(chan *message.Message),
 		exits:    make(chan readerExit),
 		done:     make(chan struct{}),
+		readied:  make(chan readyReport),
 		readers:  map[string]*shardReader{},
+		starting: map[string]startingReader{},
 		shards:   map[string]types.Shard{},
 		learned:  map[string]types.Shard{},
 		leases:   map[string]lease.Lease{},
@@ -99,10 +105,18 @@ func (c *subscription) run() {
 	expiry.Stop()
 	defer expiry.Stop()
 	c.armExpiry(expiry)
+	// late fires when a new reader's lease needs renewing and the reader has no iterator yet.
+	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	defer late.Stop()
 	for {
+		c.armLate(late)
 		select {
 		case <-c.ctx.Done():
 			return
+		case rep := <-c.readied:
+			c.logIfFailed("starting a reader", c.readerReady(rep.r, rep.err))
+		case <-late.C():
+			c.giveUpLate()
 		case ex := <-c.exits:
 			c.readerExited(ex)
 			if ex.shardEnded {
@@ -114,13 +128,13 @@ func (c *subscription) run() {
 				} else {
 					c.logIfFailed("listing shards", c.syncShards())
 				}
-				c.logIfFailed("starting readers", c.startReaders())
+				c.logIfFailed("starting readers", c.syncReaders())
 			}
 		case <-leaseSync.C():
-			c.logIfFailed("syncing leases", c.startReaders())
+			c.logIfFailed("syncing leases", c.syncReaders())
 			c.armExpiry(expiry)
 		case <-expiry.C():
-			c.logIfFailed("syncing leases at a lease's expiry", c.startReaders())
+			c.logIfFailed("syncing leases at a lease's expiry", c.syncReaders())
 			c.armExpiry(expiry)
 		case <-shardSync.C():
 			c.logIfFailed("listing shards", c.syncShards())
@@ -253,16 +267,17 @@ func (c *subscription) refreshLeases() error {
 	return nil
 }
 
-// startReaders starts readers for the shards this subscription should read and has not
-// started yet, and waits until each holds its iterator.
-func (c *subscription) startReaders() error {
-	var started []*shardReader
-	var err error
+// launch starts readers for the shards this subscription should read and has not started yet.
+func (c *subscription) launch() ([]*shardReader, error) {
 	if c.grouped() {
-		started, err = c.takeLeases()
-	} else {
-		started = c.startUnleased()
+		return c.takeLeases()
 	}
+	return c.startUnleased(), nil
+}
+
+// startReaders, for Subscribe, starts readers and waits until each holds its iterator.
+func (c *subscription) startReaders() error {
+	started, err := c.launch()
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -270,16 +285,103 @@ func (c *subscription) startReaders() error {
 	for _, r := range started {
 		select {
 		case rerr := <-r.ready:
-			if rerr != nil {
+			if rerr = c.readerReady(r, rerr); rerr != nil {
 				errs = append(errs, rerr)
-			} else if r.leased {
-				c.hook(c.cfg.OnShardAcquired, r.shardID)
 			}
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// syncReaders, for run, starts readers without waiting for their first iterators: each
+// reader's report comes to run through readied. Waiting here held the coordinator up for as
+// long as GetShardIterator failed: in the fault suite, a 30 s iterator outage while an instance
+// joined stopped its lease syncs for 28 s (no lost lease fenced, no handoff request passed on,
+// no expired lease taken), and the new reader's lease, which no one renews before the reader
+// holds its iterator, expired and went to another instance while this one still counted it
+// as its own. giveUpLate now stops such a reader before its lease could expire.
+func (c *subscription) syncReaders() error {
+	started, err := c.launch()
+	for _, r := range started {
+		go c.forwardReady(r)
+	}
+	return err
+}
+
+// forwardReady passes r's first report to run; it ends with the subscription.
+func (c *subscription) forwardReady(r *shardReader) {
+	select {
+	case err := <-r.ready:
+		select {
+		case c.readied <- readyReport{r: r, err: err}:
+		case <-c.ctx.Done():
+		}
+	case <-c.ctx.Done():
+	}
+}
+
+// startingReader is a reader that has not reported its first iterator yet; by is when, with a
+// lease, it must have it (the point where an owner that has not renewed stops), zero without.
+type startingReader struct {
+	r  *shardReader
+	by time.Time
+}
+
+// readyReport is a reader's first report: nil once it holds its iterator, or why not.
+type readyReport struct {
+	r   *shardReader
+	err error
+}
+
+// readerReady notes a reader's first report and returns its error. A reader stopped on
+// purpose (giveUpLate, Close) reports context.Canceled, which is not an error here.
+func (c *subscription) readerReady(r *shardReader, err error) error {
+	if s, ok := c.starting[r.shardID]; ok && s.r == r {
+		delete(c.starting, r.shardID)
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil
+	case err != nil:
+		return err
+	case r.leased && c.readers[r.shardID] == r:
+		c.hook(c.cfg.OnShardAcquired, r.shardID)
+	}
+	return nil
+}
+
+// giveUpLate stops the readers still without an iterator at their lease's stop point: a reader
+// renews its lease only once it reads, so the lease would otherwise expire under it. Stopped,
+// the reader releases the lease; a later lease sync tries again.
+func (c *subscription) giveUpLate() {
+	now := c.cfg.Clock.Now()
+	for _, id := range sortedKeys(c.starting) {
+		s := c.starting[id]
+		if s.by.IsZero() || now.Before(s.by) {
+			continue
+		}
+		err := &ShardError{Stream: c.stream, ShardID: id, Err: fmt.Errorf("no shard iterator within %s of taking the lease", leaseStopAfter(c.cfg))}
+		c.logger.Error("Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
+			err, c.logFields().Add(watermill.LogFields{"shard": id}))
+		s.r.cancel()
+		delete(c.starting, id)
+	}
+}
+
+// armLate sets the late timer to the first stop point of a starting reader with a lease.
+func (c *subscription) armLate(late clock.Timer) {
+	late.Stop()
+	var first time.Time
+	for _, s := range c.starting {
+		if !s.by.IsZero() && (first.IsZero() || s.by.Before(first)) {
+			first = s.by
+		}
+	}
+	if !first.IsZero() {
+		late.Reset(first.Sub(c.cfg.Clock.Now()))
+	}
 }
 
 // startUnleased starts a reader for every shard not read yet whose parents are done.
@@ -472,10 +574,13 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
 		start: pos, held: held, renewed: takenAt,
 	}
+	var by time.Time
 	if held != nil {
 		r.leased, r.generation = true, held.Generation
+		by = takenAt.Add(leaseStopAfter(c.cfg))
 	}
 	c.readers[shardID] = r
+	c.starting[shardID] = startingReader{r: r, by: by}
 	go r.run()
 	return r
 }
