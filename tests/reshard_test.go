@@ -579,18 +579,24 @@ func updateShardCountSteps() []reshardStep {
 	return []reshardStep{updateShardCount(4), updateShardCount(2), updateShardCount(1)}
 }
 
-func TestReshardMemlog(t *testing.T) {
-	cases := []struct {
-		name      string
-		instances int
-		steps     []reshardStep
-	}{
+// reshardCase is one scenario: its steps, with one instance or three.
+type reshardCase struct {
+	name      string
+	instances int
+	steps     []reshardStep
+}
+
+func reshardCases() []reshardCase {
+	return []reshardCase{
 		{"SplitMerge/1", 1, splitMergeSteps()},
 		{"SplitMerge/3", 3, splitMergeSteps()},
 		{"UpdateShardCount/1", 1, updateShardCountSteps()},
 		{"UpdateShardCount/3", 3, updateShardCountSteps()},
 	}
-	for _, tc := range cases {
+}
+
+func TestReshardMemlog(t *testing.T) {
+	for _, tc := range reshardCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rep := reshardScenario{
@@ -612,17 +618,7 @@ func TestLiveReshardKinesisMock(t *testing.T) {
 	}
 	env := newLiveEnv(t)
 	client := awskinesis.NewFromConfig(env.awsConfig, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	cases := []struct {
-		name      string
-		instances int
-		steps     []reshardStep
-	}{
-		{"SplitMerge/1", 1, splitMergeSteps()},
-		{"SplitMerge/3", 3, splitMergeSteps()},
-		{"UpdateShardCount/1", 1, updateShardCountSteps()},
-		{"UpdateShardCount/3", 3, updateShardCountSteps()},
-	}
-	for _, tc := range cases {
+	for _, tc := range reshardCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rep := reshardScenario{
