@@ -485,6 +485,24 @@ func (w *grpWorld) onTake(worker, shard string, gen int64) {
 	ts[worker] = &grpTenure{open: true, gen: gen}
 }
 
+// onResume reopens worker's tenure of shard when a paused reader renewed its lease and was
+// acquired again without a new take (a take has opened the tenure already); no other tenure
+// of the shard may be open then.
+func (w *grpWorld) onResume(worker, shard string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	tn := w.tenures[shard][worker]
+	if tn == nil || tn.open {
+		return
+	}
+	for other, o := range w.tenures[shard] {
+		if o.open {
+			w.violateLocked("%s resumed %s (generation %d) while %s reads it", worker, shard, tn.gen, other)
+		}
+	}
+	tn.open = true
+}
+
 // onEnd closes worker's tenure of shard (OnShardRevoked or OnShardLost).
 func (w *grpWorld) onEnd(worker, shard, hook string) {
 	w.mu.Lock()
@@ -672,7 +690,9 @@ func (wk *grpWorker) event(hook string, ev kinesis.ShardEvent) {
 	wk.mu.Lock()
 	wk.events = append(wk.events, grpEvent{hook: hook, shard: ev.ShardID, at: wk.w.clk.Now()})
 	wk.mu.Unlock()
-	if hook != "acquired" {
+	if hook == "acquired" {
+		wk.w.onResume(wk.id, ev.ShardID)
+	} else {
 		wk.w.onEnd(wk.id, ev.ShardID, hook)
 	}
 }

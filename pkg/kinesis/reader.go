@@ -82,8 +82,11 @@ type shardReader struct {
 	// handoffRetry: after a failed Handoff call, the next one is not sent before this.
 	handoffRetry time.Time
 	handedOff    bool // the lease went to the worker that asked for it
-	revoked      bool // OnShardRevoked was called
-	timers       readerTimers
+	// paused: past the stop point with no renewal since; nothing is sent or read until a
+	// renewal succeeds (pauseIfStale).
+	paused  bool
+	revoked bool // OnShardRevoked was called
+	timers  readerTimers
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -145,7 +148,9 @@ func (r *shardReader) run() {
 	case errors.Is(exit.err, ErrLeaseLost):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
 		r.cancelWindow() // the hook runs once nothing of this shard is live any more
-		r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
+		if !r.paused {   // a pause has told the application already
+			r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
+		}
 	case exit.err != nil && !errors.Is(exit.err, context.Canceled):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
 	}
@@ -156,16 +161,16 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 	cfg := r.sub.cfg
 	for {
 		now := r.now()
-		if r.held != nil && lease.MustStop(r.renewed, now, cfg.LeaseDuration, leaseStopMargin(cfg)) {
+		if r.held != nil {
 			// Checked here as well as by the deadline timer: a select with the timer and a
 			// send both ready picks either, and must not pick the send.
-			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, now.Sub(r.renewed).Round(time.Millisecond))
+			r.pauseIfStale(now)
 		}
 		r.settleWindow(now)
 		if r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0 {
 			return true, nil
 		}
-		if r.handingOff && !now.Before(r.handoffRetry) && (oldestUnsettled(r.window) == nil || !now.Before(r.handoffBy)) {
+		if r.handingOff && !r.paused && !now.Before(r.handoffRetry) && (oldestUnsettled(r.window) == nil || !now.Before(r.handoffBy)) {
 			if err := r.handOver(); err != nil || r.handedOff {
 				return false, err
 			}
@@ -174,7 +179,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		if r.prepared == nil && r.next < len(r.records) {
 			r.prepare()
 		}
-		if r.prepared == nil && r.next >= len(r.records) && !r.ended && !now.Before(r.fetchAt) {
+		if r.prepared == nil && r.next >= len(r.records) && !r.ended && !r.paused && !now.Before(r.fetchAt) {
 			if err := r.fetch(); err != nil {
 				return false, err
 			}
@@ -184,8 +189,9 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		var send chan<- *message.Message
 		var toSend *delivery
 		switch d := nextResend(r.window); {
-		case r.handingOff:
-			// Nothing more goes out: the next owner continues from the checkpoint.
+		case r.handingOff, r.paused:
+			// Nothing more goes out: the next owner continues from the checkpoint, or, once
+			// a renewal succeeds, this one goes on.
 		case d != nil && !now.Before(d.resendAt):
 			toSend = d
 		case r.prepared != nil && len(r.window) < cfg.MaxInFlight:
@@ -206,6 +212,9 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 				wakeAt = r.handoffRetry
 			}
 		}
+		if r.paused {
+			wakeAt = time.Time{} // nothing to read or resend: the renewal timer wakes the loop
+		}
 		wake := r.timers.wakeAt(r.sub.cfg.Clock, now, wakeAt)
 
 		select {
@@ -223,7 +232,7 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 				return false, err
 			}
 		case <-r.timers.leaseDeadline:
-			return false, fmt.Errorf("%w: no renewal succeeded for %s; stopped before the lease could expire", ErrLeaseLost, r.now().Sub(r.renewed).Round(time.Millisecond))
+			// The top of the loop pauses the reader.
 		case <-handoff:
 			// now is when this select started, which may be long ago: the wait for the
 			// messages in flight counts from the request.
@@ -236,6 +245,55 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 		}
 	}
 }
+
+// pauseIfStale pauses deliveries once no renewal has succeeded for too long (lease.MustStop),
+// and resumes them after one has.
+//
+// Paused, the reader sends and reads nothing, so it delivers nothing once another worker may
+// take the lease, and keeps trying to renew. A renewal is a write conditioned on this owner
+// and generation, so one that succeeds proves nobody took the lease in between: the reader
+// goes on where it was, with its messages in flight, and a lease store outage that ends before
+// anyone takes over costs no redelivery. One that fails with ErrLeaseLost stops the reader,
+// and the new owner redelivers from the checkpoint.
+func (r *shardReader) pauseIfStale(now time.Time) {
+	cfg := r.sub.cfg
+	stale := lease.MustStop(r.renewed, now, cfg.LeaseDuration, leaseStopMargin(cfg))
+	switch {
+	case stale && !r.paused:
+		r.paused = true
+		r.sub.logger.Error("Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
+			fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.logFields())
+		r.suspendWindow(now)
+		// For the application the shard is lost: another worker may take it from here on.
+		// If a renewal succeeds first, it is acquired again; no revoke follows a loss.
+		r.revoked = true
+		r.sub.hook(cfg.OnShardLost, r.shardID)
+		r.timers.retrySoon(now, cfg.LeaseRenewInterval)
+	case !stale && r.paused:
+		r.paused, r.revoked = false, false
+		r.sub.logger.Info("Lease renewed; deliveries resumed", r.logFields())
+		r.sub.hook(cfg.OnShardAcquired, r.shardID)
+	}
+}
+
+// suspendWindow, at a pause, cancels the contexts of the messages in flight, as a stop does,
+// and queues them to be sent again (same UUID, fresh message) if the reader resumes; acks that
+// came before count.
+func (r *shardReader) suspendWindow(now time.Time) {
+	r.settleWindow(now)
+	for _, d := range r.window {
+		if d.state != stateSent {
+			continue
+		}
+		d.cancel()
+		fresh := r.newDelivery(d.msg.Copy(), d.info, d.seq)
+		d.msg, d.cancel = fresh.msg, fresh.cancel
+		d.state, d.resendAt = stateNacked, now
+	}
+}
+
+// errLeaseStale: the owner could not renew its lease in time and may be taken over.
+var errLeaseStale = errors.New("lease not renewed in time")
 
 func msgOf(d *delivery) *message.Message {
 	if d == nil {

@@ -127,8 +127,8 @@ func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
 
 // leaseCall runs one lease store call for the reader, bounded by storeTimeout and by the
 // lease deadline on the subscription's clock: a store that hangs must not hold the reader,
-// still delivering, past the point where it has to give the shard up. Past the deadline the
-// call is cancelled and the result is ErrLeaseLost.
+// still delivering, past the point where it has to pause. Past the deadline the call is
+// cancelled and fails; the reader pauses and tries again.
 func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
 	ctx, cancel := context.WithTimeout(parent, r.storeTimeout())
 	defer cancel()
@@ -147,7 +147,7 @@ func (r *shardReader) leaseCall(parent context.Context, call func(context.Contex
 	case <-r.timers.leaseDeadline:
 		cancel()
 		<-done // the store returns once its context is cancelled
-		return lease.Lease{}, fmt.Errorf("%w: a lease store call outlasted the lease deadline", ErrLeaseLost)
+		return lease.Lease{}, fmt.Errorf("%w: a lease store call outlasted the stop point", errLeaseStale)
 	}
 }
 
@@ -181,6 +181,10 @@ func (r *shardReader) renew() error {
 	// point, and each stop redelivered what was acked since its last checkpoint. The last try
 	// keeps a reader through any outage that ends by then, at one more store call per outage.
 	cfg := r.sub.cfg
+	if r.paused {
+		r.timers.retrySoon(r.now(), cfg.LeaseRenewInterval)
+		return nil
+	}
 	r.timers.nextRenewal(r.now(), cfg.LeaseRenewInterval, r.renewed.Add(leaseStopAfter(cfg)-renewLastTry(cfg)))
 	return nil
 }
@@ -329,6 +333,16 @@ func (t *readerTimers) nextRenewal(now time.Time, interval time.Duration, lastTr
 	}
 	t.renewDue = next
 	t.renewTimer.Reset(next.Sub(now))
+}
+
+// retrySoon sets the renewal timer for a paused reader: a quarter of the renewal interval, so
+// that it resumes soon after the store is back, at a few calls per outage.
+func (t *readerTimers) retrySoon(now time.Time, interval time.Duration) {
+	if t.renewTimer == nil {
+		return
+	}
+	t.renewDue = now.Add(interval / 4)
+	t.renewTimer.Reset(interval / 4)
 }
 
 // leaseStopMargin is how much before LeaseDuration an owner that could not renew stops
