@@ -438,7 +438,13 @@ func (r *shardReader) initIterator() error {
 		}
 		switch classify(err) {
 		case classThrottled, classTransient:
-			r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
+			if attempt+1 >= readFailuresBeforeError {
+				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
+				r.sub.logger.Error("Getting a shard iterator keeps failing; retrying", err,
+					r.logFields().Add(watermill.LogFields{"failures": attempt + 1}))
+			} else {
+				r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
+			}
 			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
 				return err
 			}

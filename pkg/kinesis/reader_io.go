@@ -87,6 +87,7 @@ func (r *shardReader) fetchFailed(err error) error {
 		it, gerr := r.getIterator(pos)
 		if gerr != nil {
 			if c := classify(gerr); c == classThrottled || c == classTransient {
+				r.sub.logger.Info("Replacing an expired iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": gerr, "failures": r.failures}))
 				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
 				return nil
 			}
