@@ -56,7 +56,11 @@ func (r *shardReader) fetchFailed(err error) error {
 	switch classify(err) {
 	case classThrottled:
 		r.sub.logger.Debug("Read throttled; backing off", fields)
-		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, 5*time.Second))
+		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
+		// With a 5 s cap, reads throttled at random half the time in the fault suite waited
+		// up to 21 s (runs of failures double the wait); only a 10 MB read earns a 5 s
+		// penalty, which this cap meets with a few more throttled calls.
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, readThrottleMaxBackoff))
 		return nil
 	case classTransient:
 		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
@@ -113,6 +117,9 @@ func (r *shardReader) fetchFailed(err error) error {
 // readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
 // before a transient failure is logged at ERROR instead of INFO.
 const readFailuresBeforeError = 8
+
+// readThrottleMaxBackoff caps the wait after throttled reads.
+const readThrottleMaxBackoff = time.Second
 
 // latestSkewMargin is how far before its first LATEST iterator a reader that has read nothing
 // resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
