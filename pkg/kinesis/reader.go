@@ -252,9 +252,10 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 // Paused, the reader sends and reads nothing, so it delivers nothing once another worker may
 // take the lease, and keeps trying to renew. A renewal is a write conditioned on this owner
 // and generation, so one that succeeds proves nobody took the lease in between: the reader
-// goes on where it was, with its messages in flight, and a lease store outage that ends before
-// anyone takes over costs no redelivery. One that fails with ErrLeaseLost stops the reader,
-// and the new owner redelivers from the checkpoint.
+// goes on where it was (the messages in flight at the pause, whose contexts it cancelled, are
+// sent again with the same UUIDs), and a lease store outage that ends before anyone takes over
+// rewinds nothing. One that fails with ErrLeaseLost stops the reader, and the new owner
+// redelivers from the checkpoint.
 func (r *shardReader) pauseIfStale(now time.Time) {
 	cfg := r.sub.cfg
 	stale := lease.MustStop(r.renewed, now, cfg.LeaseDuration, leaseStopMargin(cfg))
