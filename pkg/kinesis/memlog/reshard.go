@@ -49,16 +49,11 @@ func (l *Log) SplitShard(ctx context.Context, in *awskinesis.SplitShardInput, _ 
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	st, err := l.findReshardable(r)
+	st, p, unlock, err := l.beginReshard(r)
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, err := l.newPlanLocked(st)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	sh, err := l.reshardable(p, *in.ShardToSplit)
 	if err != nil {
 		return nil, err
@@ -99,16 +94,11 @@ func (l *Log) MergeShards(ctx context.Context, in *awskinesis.MergeShardsInput, 
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	st, err := l.findReshardable(r)
+	st, p, unlock, err := l.beginReshard(r)
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, err := l.newPlanLocked(st)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	a, err := l.reshardable(p, *in.ShardToMerge)
 	if err != nil {
 		return nil, err
@@ -150,16 +140,11 @@ func (l *Log) UpdateShardCount(ctx context.Context, in *awskinesis.UpdateShardCo
 	if err != nil {
 		return nil, err
 	}
-	st, err := l.findReshardable(r)
+	st, p, unlock, err := l.beginReshard(r)
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, err := l.newPlanLocked(st)
-	if err != nil {
-		return nil, err
-	}
+	defer unlock()
 	cur := len(p.open)
 	switch {
 	case n > maxStreamShards:
@@ -215,6 +200,20 @@ func (l *Log) checkUpdateShardCount(in *awskinesis.UpdateShardCountInput) (strea
 
 // findReshardable resolves the stream of a reshard request, refusing an ON_DEMAND stream as AWS
 // does.
+// beginReshard finds the stream r names and starts a plan of changes to its shards, holding
+// l.mu (which serialises reshards) until unlock is called.
+func (l *Log) beginReshard(r streamRef) (st *stream, p *plan, unlock func(), err error) {
+	if st, err = l.findReshardable(r); err != nil {
+		return nil, nil, nil, err
+	}
+	l.mu.Lock()
+	if p, err = l.newPlanLocked(st); err != nil {
+		l.mu.Unlock()
+		return nil, nil, nil, err
+	}
+	return st, p, l.mu.Unlock, nil
+}
+
 func (l *Log) findReshardable(r streamRef) (*stream, error) {
 	st, err := l.find(r)
 	if err != nil {
