@@ -198,8 +198,6 @@ func (l *Log) checkUpdateShardCount(in *awskinesis.UpdateShardCountInput) (strea
 	return r, n, c.err()
 }
 
-// findReshardable resolves the stream of a reshard request, refusing an ON_DEMAND stream as AWS
-// does.
 // beginReshard finds the stream r names and starts a plan of changes to its shards, holding
 // l.mu (which serialises reshards) until unlock is called.
 func (l *Log) beginReshard(r streamRef) (st *stream, p *plan, unlock func(), err error) {
@@ -214,6 +212,8 @@ func (l *Log) beginReshard(r streamRef) (st *stream, p *plan, unlock func(), err
 	return st, p, l.mu.Unlock, nil
 }
 
+// findReshardable resolves the stream of a reshard request, refusing an ON_DEMAND stream as AWS
+// does.
 func (l *Log) findReshardable(r streamRef) (*stream, error) {
 	st, err := l.find(r)
 	if err != nil {
