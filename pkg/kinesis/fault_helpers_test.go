@@ -104,22 +104,7 @@ func (w *fltWorld) start(id string, tweak func(*kinesis.SubscriberConfig)) *grpW
 func (w *fltWorld) tryStart(id string, tweak func(*kinesis.SubscriberConfig)) (*grpWorker, error) {
 	w.t.Helper()
 	w.bumpEpoch()
-	wk := &grpWorker{w: w.grpWorld, id: id, done: make(chan struct{})}
-	wk.store = &grpStore{inner: w.e.store, w: w.grpWorld, worker: id, gate: make(chan struct{})}
-	wk.client = &grpClient{KinesisAPI: &fltClient{KinesisAPI: w.e.log, k: w.kin, worker: id}}
-	cfg := kinesis.SubscriberConfig{
-		Client:          wk.client,
-		ConsumerGroup:   subGroup,
-		LeaseStore:      wk.store,
-		WorkerID:        id,
-		Clock:           w.clk,
-		PollInterval:    grpStep,
-		MinReadInterval: grpStep / 2,
-		CloseTimeout:    subWait,
-		OnShardAcquired: func(ev kinesis.ShardEvent) { wk.event("acquired", ev) },
-		OnShardRevoked:  func(ev kinesis.ShardEvent) { wk.event("revoked", ev) },
-		OnShardLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
-	}
+	wk, cfg := w.newWorker(id, &fltClient{KinesisAPI: w.e.log, k: w.kin, worker: id})
 	if tweak != nil {
 		tweak(&cfg)
 	}

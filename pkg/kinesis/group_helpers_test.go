@@ -644,14 +644,14 @@ type grpEvent struct {
 	at    time.Time
 }
 
-// start starts an instance: Subscribe takes what leases it should before it returns.
-func (w *grpWorld) start(id string) *grpWorker {
-	w.t.Helper()
-	w.bumpEpoch()
+// newWorker builds an instance reading through client: its view of the lease store, its
+// Kinesis client (which a test can make fail) and the SubscriberConfig every instance of
+// these tests uses, with its hooks recorded.
+func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, kinesis.SubscriberConfig) {
 	wk := &grpWorker{w: w, id: id, done: make(chan struct{})}
 	wk.store = &grpStore{inner: w.e.store, w: w, worker: id, gate: make(chan struct{})}
-	wk.client = &grpClient{KinesisAPI: w.e.log}
-	cfg := kinesis.SubscriberConfig{
+	wk.client = &grpClient{KinesisAPI: client}
+	return wk, kinesis.SubscriberConfig{
 		Client:          wk.client,
 		ConsumerGroup:   subGroup,
 		LeaseStore:      wk.store,
@@ -664,6 +664,13 @@ func (w *grpWorld) start(id string) *grpWorker {
 		OnShardRevoked:  func(ev kinesis.ShardEvent) { wk.event("revoked", ev) },
 		OnShardLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
 	}
+}
+
+// start starts an instance: Subscribe takes what leases it should before it returns.
+func (w *grpWorld) start(id string) *grpWorker {
+	w.t.Helper()
+	w.bumpEpoch()
+	wk, cfg := w.newWorker(id, w.e.log)
 	sub, err := kinesis.NewSubscriber(cfg, nil)
 	if err != nil {
 		w.t.Fatalf("NewSubscriber %s: %v", id, err)
