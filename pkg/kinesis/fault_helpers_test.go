@@ -317,6 +317,18 @@ func (k *fltKinesis) set(rule func(memlog.Call) error) {
 	k.mu.Unlock()
 }
 
+// failAll makes every call of op fail with a server error, the two kinds in turn.
+func (k *fltKinesis) failAll(op string) {
+	n := 0
+	k.set(func(c memlog.Call) error {
+		if c.Op != op {
+			return nil
+		}
+		n++
+		return fltServerError(n)
+	})
+}
+
 func (k *fltKinesis) hook(_ context.Context, call memlog.Call) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -269,14 +269,7 @@ func TestFaultServerErrors(t *testing.T) {
 		w := newFltWorld(t, fltShards)
 		wks := w.warm("w1")
 		from := w.now()
-		n := 0
-		w.kin.set(func(c memlog.Call) error {
-			if c.Op == "GetRecords" {
-				n++
-				return fltServerError(n)
-			}
-			return nil
-		})
+		w.kin.failAll("GetRecords")
 		w.steps(30 * time.Second)
 		w.kin.set(nil)
 		to := w.now()
@@ -423,14 +416,7 @@ func TestFaultListShardsFailing(t *testing.T) {
 	wks := w.warm("w1", "w2")
 	takesBefore := w.changes()
 	from := w.now()
-	n := 0
-	w.kin.set(func(c memlog.Call) error {
-		if c.Op == "ListShards" {
-			n++
-			return fltServerError(n)
-		}
-		return nil
-	})
+	w.kin.failAll("ListShards")
 	w.steps(30 * time.Second)
 	_, joinErr := w.tryStart("w3", nil)
 	w.steps(30 * time.Second)
