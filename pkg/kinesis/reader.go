@@ -331,7 +331,7 @@ func (r *shardReader) prepare() {
 	info := RecordInfo{
 		Stream:             r.sub.stream,
 		ShardID:            r.shardID,
-		SequenceNumber:     u.sequenceNumber(),
+		SequenceNumber:     u.seq,
 		Aggregated:         u.aggregated,
 		SubSequenceNumber:  u.sub,
 		PartitionKey:       deref(rec.PartitionKey),

@@ -29,14 +29,7 @@ func (e *subEnv) subAggregate(keys []string, data [][]byte) string {
 			e.t.Fatalf("aggregate refused user record %d", i)
 		}
 	}
-	return deref(e.putRaw(agg.PartitionKey(), agg.Build()).SequenceNumber)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return aws.ToString(e.putRaw(agg.PartitionKey(), agg.Build()).SequenceNumber)
 }
 
 // subEnvelopes encodes messages "msg-<first>".. as the default marshaler does.
@@ -181,7 +174,7 @@ func TestPoisonHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSubEnv(t, 1, nil)
 			e.putRaw("k", []byte("good-1"))
-			badSeq := deref(e.putRaw("k", []byte("bad")).SequenceNumber)
+			badSeq := aws.ToString(e.putRaw("k", []byte("bad")).SequenceNumber)
 			e.putRaw("k", []byte("good-2"))
 			cfg := e.config(subGroup)
 			cfg.Unmarshaler = subPickyUnmarshaler{}
@@ -242,8 +235,8 @@ func TestKPL_PublisherAggregates(t *testing.T) {
 		t.Errorf("300 messages on 4 keys stored as %d records, want 4", len(stored))
 	}
 	for i, rec := range stored {
-		if got := kpl.IsAggregated(rec.Data); got != (deref(rec.PartitionKey) != "alone") {
-			t.Errorf("stored record %d (key %s): aggregated %v", i, deref(rec.PartitionKey), got)
+		if got := kpl.IsAggregated(rec.Data); got != (aws.ToString(rec.PartitionKey) != "alone") {
+			t.Errorf("stored record %d (key %s): aggregated %v", i, aws.ToString(rec.PartitionKey), got)
 		}
 	}
 

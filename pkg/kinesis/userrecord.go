@@ -14,6 +14,7 @@ import (
 // number and arrival time.
 type userRecord struct {
 	rec        types.Record
+	seq        string // the Kinesis record's sequence number (the aggregate's, for a user record)
 	aggregated bool
 	sub        int  // index in the aggregate (the sub-sequence number)
 	last       bool // the aggregate's last user record: once it is done, the whole record is
@@ -28,17 +29,10 @@ type userRecord struct {
 // replaying all of it; the last user record's checkpoint is the plain sequence number, since
 // then the whole Kinesis record is done.
 func (u *userRecord) position() string {
-	if u.aggregated && u.last {
-		seq, _, _ := parsePosition(deref(u.rec.SequenceNumber))
-		return seq
+	if !u.aggregated || u.last {
+		return u.seq
 	}
-	return deref(u.rec.SequenceNumber)
-}
-
-// sequenceNumber is the Kinesis record's sequence number (an aggregate's, for its user records).
-func (u *userRecord) sequenceNumber() string {
-	seq, _, _ := parsePosition(deref(u.rec.SequenceNumber))
-	return seq
+	return deref(u.rec.SequenceNumber) // seq:sub, as expand wrote it
 }
 
 // parsePosition splits a checkpoint into its sequence number and, inside an aggregate, the
@@ -63,12 +57,12 @@ func expand(records []types.Record, keepAggregates bool, skipSeq string, skipThr
 	out := make([]userRecord, 0, len(records))
 	for _, rec := range records {
 		if keepAggregates || !kpl.IsAggregated(rec.Data) {
-			out = append(out, userRecord{rec: rec})
+			out = append(out, userRecord{rec: rec, seq: deref(rec.SequenceNumber)})
 			continue
 		}
 		users, err := kpl.Deaggregate(rec.Data)
 		if err != nil {
-			out = append(out, userRecord{rec: rec, notAggregate: err})
+			out = append(out, userRecord{rec: rec, seq: deref(rec.SequenceNumber), notAggregate: err})
 			continue
 		}
 		seq := deref(rec.SequenceNumber)
@@ -89,6 +83,7 @@ func expand(records []types.Record, keepAggregates bool, skipSeq string, skipThr
 					ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp,
 					EncryptionType:              rec.EncryptionType,
 				},
+				seq:        seq,
 				aggregated: true,
 				sub:        ur.SubSequenceNumber,
 				last:       i == len(users)-1,
