@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -84,6 +85,10 @@ type PublisherConfig struct {
 	// MaxRetryBackoff. Defaults: 100 ms and 5 s.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
+	// RequestTimeout bounds each PutRecords call. A call that outlasts it (or that the HTTP
+	// client times out) is retried like a throttled one, as long as the message's context
+	// is not done. Default: 10 s.
+	RequestTimeout time.Duration
 }
 
 func (c *PublisherConfig) setDefaults() {
@@ -106,7 +111,13 @@ func (c *PublisherConfig) setValueDefaults() {
 	setDefault(&c.MaxRetries, 10)
 	setDefault(&c.RetryBackoff, 100*time.Millisecond)
 	setDefault(&c.MaxRetryBackoff, 5*time.Second)
+	setDefault(&c.RequestTimeout, defaultRequestTimeout)
 }
+
+// defaultRequestTimeout bounds one call to Kinesis or the lease store unless the config says
+// otherwise. The SDK's default HTTP client has no timeout: a connection that hangs would stall
+// its shard, or the coordinator, for good.
+const defaultRequestTimeout = 10 * time.Second
 
 // Validate reports every problem of the config at once. Fields left at zero are judged at
 // their defaults, as NewPublisher uses them.
@@ -123,6 +134,9 @@ func (c PublisherConfig) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxRetries is %d; it must not be negative", c.MaxRetries))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RequestTimeout is %s; it must be positive", c.RequestTimeout))
 	}
 	switch {
 	case c.RetryBackoff < 0:
@@ -288,6 +302,12 @@ type SubscriberConfig struct {
 	// CloseTimeout bounds how long Close waits for readers to checkpoint and release their
 	// leases. Default: 30 s.
 	CloseTimeout time.Duration
+	// RequestTimeout bounds each Kinesis call (GetRecords, GetShardIterator, ListShards) and
+	// each lease store call of the coordinator, timed on Clock. A call that outlasts it, or
+	// that the HTTP client times out, is retried as a transient failure. A reader's own
+	// renewals and checkpoints are bounded by LeaseRenewInterval as well, so that a hung store
+	// cannot hold it past the point where it must stop. Default: 10 s.
+	RequestTimeout time.Duration
 
 	// Clock times leases, renewals, checkpoints and reads. Tests inject a *clock.Fake to
 	// run lease expiry and handoff deterministically. Default: clock.Real().
@@ -329,6 +349,7 @@ func (c *SubscriberConfig) setValueDefaults() {
 	setDefault(&c.HandoffTimeout, 10*time.Second)
 	setDefault(&c.CreateStreamShards, 1)
 	setDefault(&c.CloseTimeout, 30*time.Second)
+	setDefault(&c.RequestTimeout, defaultRequestTimeout)
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
@@ -377,6 +398,9 @@ func (c SubscriberConfig) Validate() error {
 	if c.LeaseStore == nil && c.LeaseTable != "" && c.AWSConfig == nil {
 		add("LeaseTable %q is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass LeaseStore: lease.NewDynamoDBStore)", c.LeaseTable)
 	}
+	if err := validateGroupName(c.ConsumerGroup); err != nil {
+		errs = append(errs, err)
+	}
 	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
 		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)
 	}
@@ -400,7 +424,7 @@ func (c SubscriberConfig) Validate() error {
 		{"LeaseDuration", c.LeaseDuration}, {"LeaseRenewInterval", c.LeaseRenewInterval},
 		{"LeaseSyncInterval", c.LeaseSyncInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
 		{"HandoffTimeout", c.HandoffTimeout},
-		{"CloseTimeout", c.CloseTimeout},
+		{"CloseTimeout", c.CloseTimeout}, {"RequestTimeout", c.RequestTimeout},
 	} {
 		if d.value < 0 {
 			add("%s is %s; it must not be negative", d.name, d.value)
@@ -413,4 +437,22 @@ func (c SubscriberConfig) Validate() error {
 		add("CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards)
 	}
 	return errors.Join(errs...)
+}
+
+// maxGroupNameBytes is the longest consumer group name whose leases every stream can hold: the
+// DynamoDB lease table's partition key is stream + "|" + group, DynamoDB allows 2048 bytes in a
+// partition key, and a stream name takes up to 128.
+const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|")
+
+// validateGroupName checks that a consumer group name can key the lease table: DynamoDB keys
+// are UTF-8 strings of bounded size. Without it, a bad name passed NewSubscriber and every
+// Subscribe then failed with an error that blamed the table.
+func validateGroupName(group string) error {
+	switch {
+	case !utf8.ValidString(group):
+		return fmt.Errorf("kinesis: SubscriberConfig.ConsumerGroup %q is not valid UTF-8; the lease table keys leases by group name, and DynamoDB keys are UTF-8 strings", group)
+	case len(group) > maxGroupNameBytes:
+		return fmt.Errorf("kinesis: SubscriberConfig.ConsumerGroup is %d bytes long (%.40q...); at most %d fit the lease table's key with any stream name", len(group), group, maxGroupNameBytes)
+	}
+	return nil
 }

@@ -133,6 +133,19 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 
 		{name: "nil client", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Client = nil }),
 			want: [][]string{{"SubscriberConfig.Client", "nil"}}},
+		{name: "group name at the lease key's limit", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.ConsumerGroup, c.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
+		})},
+		{name: "group name not UTF-8", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.ConsumerGroup, c.LeaseStore = "billing\xff", lease.NewMemoryStore()
+		}),
+			want: [][]string{{"SubscriberConfig.ConsumerGroup", `"billing\xff"`, "not valid UTF-8"}}},
+		{name: "group name too long for the lease key", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.ConsumerGroup, c.LeaseStore = strings.Repeat("g", 1920), lease.NewMemoryStore()
+		}),
+			want: [][]string{{"SubscriberConfig.ConsumerGroup", "1920 bytes", "at most 1919"}}},
+		{name: "negative RequestTimeout", cfg: valid(func(c *kinesis.SubscriberConfig) { c.RequestTimeout = -time.Second }),
+			want: [][]string{{"RequestTimeout", "-1s", "negative"}}},
 		{name: "consumer group without lease store", cfg: valid(func(c *kinesis.SubscriberConfig) { c.ConsumerGroup = "billing" }),
 			want: [][]string{{"LeaseStore", "nil", `ConsumerGroup "billing"`}}},
 		{name: "GetRecordsLimit 10001", cfg: valid(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = 10001 }),

@@ -145,6 +145,12 @@ func (c *subscription) run() {
 	}
 }
 
+// callContext bounds one lease store call of the coordinator by RequestTimeout: a store that
+// hangs must not hold up lease syncs, reader exits and handoff signals for good.
+func (c *subscription) callContext() (context.Context, context.CancelFunc) {
+	return clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout)
+}
+
 func (c *subscription) logIfFailed(what string, err error) {
 	if err != nil && c.ctx.Err() == nil {
 		c.logger.Error("Coordinator failed "+what+"; will retry", err, c.logFields())
@@ -173,7 +179,7 @@ func (c *subscription) readerExited(ex readerExit) {
 
 // syncShards lists the stream's shards and, in a group, creates the leases of new ones.
 func (c *subscription) syncShards() error {
-	shards, err := listShards(c.ctx, c.cfg.Client, c.stream)
+	shards, err := listShards(c.ctx, c.cfg, c.stream)
 	if errors.Is(err, ErrStreamNotFound) && len(c.shards) > 0 {
 		// The stream is gone: forget its shards, so that no reader is started on it until a
 		// listing finds it again (a stream created again under the same name is read from
@@ -211,7 +217,7 @@ func (c *subscription) syncShards() error {
 // that is gone (syncShards then forgets its shards) from a shard that aged out of the stream
 // (no longer listed, so not read again).
 func (c *subscription) recheckIfNotFound(err error) {
-	if err == nil || c.ctx.Err() != nil || len(c.shards) == 0 || classify(err) != classNotFound {
+	if err == nil || c.ctx.Err() != nil || len(c.shards) == 0 || classify(c.ctx, err) != classNotFound {
 		return
 	}
 	c.logIfFailed("listing shards", c.syncShards())
@@ -267,9 +273,11 @@ func (c *subscription) createLeases(ids []string) error {
 		if _, ok := c.leases[id]; ok {
 			continue
 		}
-		l, err := c.cfg.LeaseStore.Create(c.ctx, lease.Lease{
+		ctx, cancel := c.callContext()
+		l, err := c.cfg.LeaseStore.Create(ctx, lease.Lease{
 			Group: c.cfg.ConsumerGroup, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
 		})
+		cancel()
 		if err != nil && !errors.Is(err, lease.ErrLeaseExists) {
 			return fmt.Errorf("kinesis: creating the lease of shard %q of stream %q: %w", id, c.stream, err)
 		}
@@ -281,7 +289,9 @@ func (c *subscription) createLeases(ids []string) error {
 }
 
 func (c *subscription) refreshLeases() error {
-	list, err := c.cfg.LeaseStore.List(c.ctx, c.cfg.ConsumerGroup, c.stream)
+	ctx, cancel := c.callContext()
+	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.ConsumerGroup, c.stream)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.ConsumerGroup, c.stream, err)
 	}
@@ -483,7 +493,9 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 // take takes one lease and starts its reader; nil if another worker was faster.
 func (c *subscription) take(l lease.Lease) *shardReader {
 	takenAt := c.cfg.Clock.Now()
-	taken, err := c.cfg.LeaseStore.Take(c.ctx, l, c.cfg.WorkerID)
+	ctx, cancel := c.callContext()
+	taken, err := c.cfg.LeaseStore.Take(ctx, l, c.cfg.WorkerID)
+	cancel()
 	if err != nil {
 		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return nil
@@ -495,7 +507,9 @@ func (c *subscription) take(l lease.Lease) *shardReader {
 
 // ask marks this worker as the pending owner of a lease of the most loaded worker.
 func (c *subscription) ask(l lease.Lease) {
-	asked, err := c.cfg.LeaseStore.RequestHandoff(c.ctx, l, c.cfg.WorkerID)
+	ctx, cancel := c.callContext()
+	asked, err := c.cfg.LeaseStore.RequestHandoff(ctx, l, c.cfg.WorkerID)
+	cancel()
 	if err != nil {
 		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
@@ -612,13 +626,16 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 }
 
 // listShards returns every shard of the stream, following NextToken.
-func listShards(ctx context.Context, client KinesisAPI, stream string) (map[string]types.Shard, error) {
+// Each call is bounded by RequestTimeout.
+func listShards(ctx context.Context, cfg SubscriberConfig, stream string) (map[string]types.Shard, error) {
 	shards := map[string]types.Shard{}
 	in := &awskinesis.ListShardsInput{StreamName: &stream}
 	for {
-		out, err := client.ListShards(ctx, in)
+		callCtx, cancel := clock.WithTimeout(ctx, cfg.Clock, cfg.RequestTimeout)
+		out, err := cfg.Client.ListShards(callCtx, in)
+		cancel()
 		if err != nil {
-			if classify(err) == classNotFound {
+			if classify(ctx, err) == classNotFound {
 				return nil, fmt.Errorf("%w: %q (create it, or set CreateStream in the config): %w", ErrStreamNotFound, stream, err)
 			}
 			return nil, fmt.Errorf("kinesis: listing the shards of stream %q: %w", stream, err)

@@ -113,8 +113,15 @@ const (
 	classNotFound
 )
 
-// classify sorts an error by its type, never by its text.
-func classify(err error) errorClass {
+// classify sorts the error of a call made with ctx, by its type, never by its text.
+//
+// A context error is fatal only when ctx itself is done: the caller is shutting down. Otherwise
+// it is the call's own deadline (RequestTimeout), or the HTTP client's timeout, which net/http
+// reports as context.DeadlineExceeded: the network was slow, and a retry may pass.
+func classify(ctx context.Context, err error) errorClass {
+	if err != nil && ctx.Err() != nil {
+		return classFatal
+	}
 	var (
 		throttled  *types.ProvisionedThroughputExceededException
 		limit      *types.LimitExceededException
@@ -130,7 +137,7 @@ func classify(err error) errorClass {
 	case err == nil:
 		return classFatal
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return classFatal
+		return classTransient
 	case errors.As(err, &expired):
 		return classExpiredIterator
 	case errors.As(err, &notFound):

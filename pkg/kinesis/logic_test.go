@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -152,11 +153,23 @@ func TestClassify(t *testing.T) {
 		{&types.InvalidArgumentException{}, classFatal},
 		{&types.AccessDeniedException{}, classFatal},
 		{fakeAPIError{"UnrecognizedClientException", smithy.FaultClient}, classFatal},
-		{wrap(context.Canceled), classFatal},
+		// A context error of a call whose caller goes on is that call's own deadline or the
+		// HTTP client's timeout (net/http's matches context.DeadlineExceeded): transient.
+		{wrap(context.Canceled), classTransient},
+		{wrap(context.DeadlineExceeded), classTransient},
+		{&url.Error{Op: "Post", URL: "https://kinesis", Err: context.DeadlineExceeded}, classTransient},
 	}
 	for _, tt := range tests {
-		if got := classify(tt.err); got != tt.want {
+		if got := classify(context.Background(), tt.err); got != tt.want {
 			t.Errorf("classify(%T %v) = %d, want %d", tt.err, tt.err, got, tt.want)
+		}
+	}
+	// Once the caller's own context is done, every error is fatal: the caller is stopping.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range []error{context.Canceled, &url.Error{Op: "Post", Err: context.DeadlineExceeded}, &types.InternalFailureException{}} {
+		if got := classify(done, err); got != classFatal {
+			t.Errorf("classify(done context, %v) = %d, want fatal", err, got)
 		}
 	}
 }

@@ -276,10 +276,10 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 		for _, r := range batch {
 			entries = append(entries, r.entry)
 		}
-		out, err := p.config.Client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: &stream, Records: entries})
+		out, err := p.putRecords(ctx, stream, entries)
 		var retry []*pendingRecord
 		switch {
-		case err != nil && (classify(err) == classThrottled || classify(err) == classTransient):
+		case err != nil && (classify(ctx, err) == classThrottled || classify(ctx, err) == classTransient):
 			retry = batch
 			markFailed(batch, err)
 		case err != nil:
@@ -359,8 +359,15 @@ func (p *Publisher) publishError(stream string, records []*pendingRecord, cause 
 	return pe
 }
 
+// putRecords makes one PutRecords call, bounded by RequestTimeout.
+func (p *Publisher) putRecords(ctx context.Context, stream string, entries []types.PutRecordsRequestEntry) (*awskinesis.PutRecordsOutput, error) {
+	callCtx, cancel := context.WithTimeout(ctx, p.config.RequestTimeout)
+	defer cancel()
+	return p.config.Client.PutRecords(callCtx, &awskinesis.PutRecordsInput{StreamName: &stream, Records: entries})
+}
+
 func (p *Publisher) callError(stream string, err error) error {
-	if classify(err) == classNotFound {
+	if classify(context.Background(), err) == classNotFound {
 		return fmt.Errorf("%w: %q (create it, or set PublisherConfig.CreateStream): %w", ErrStreamNotFound, stream, err)
 	}
 	return fmt.Errorf("kinesis: PutRecords to stream %q: %w", stream, err)

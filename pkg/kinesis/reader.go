@@ -437,7 +437,7 @@ func (r *shardReader) initIterator() error {
 			r.iterator, r.askedAt = it, askedAt
 			return nil
 		}
-		switch classify(err) {
+		switch classify(r.ctx, err) {
 		case classThrottled, classTransient:
 			if attempt+1 >= readFailuresBeforeError {
 				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
@@ -501,7 +501,9 @@ func (r *shardReader) getIterator(pos position) (string, error) {
 	default:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	}
-	out, err := r.sub.cfg.Client.GetShardIterator(r.ctx, in)
+	ctx, cancel := r.callContext()
+	defer cancel()
+	out, err := r.sub.cfg.Client.GetShardIterator(ctx, in)
 	if err != nil {
 		return "", err
 	}

@@ -20,7 +20,9 @@ func (r *shardReader) fetch() error {
 	cfg := r.sub.cfg
 	limit := cfg.GetRecordsLimit
 	started := r.now()
-	out, err := cfg.Client.GetRecords(r.ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
+	ctx, cancel := r.callContext()
+	out, err := cfg.Client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
+	cancel()
 	if err != nil {
 		return r.fetchFailed(err)
 	}
@@ -53,7 +55,7 @@ func (r *shardReader) fetch() error {
 func (r *shardReader) fetchFailed(err error) error {
 	r.failures++
 	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
-	switch classify(err) {
+	switch classify(r.ctx, err) {
 	case classThrottled:
 		r.sub.logger.Debug("Read throttled; backing off", fields)
 		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
@@ -90,7 +92,7 @@ func (r *shardReader) fetchFailed(err error) error {
 		}
 		it, gerr := r.getIterator(pos)
 		if gerr != nil {
-			if c := classify(gerr); c == classThrottled || c == classTransient {
+			if c := classify(r.ctx, gerr); c == classThrottled || c == classTransient {
 				r.sub.logger.Info("Replacing an expired iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": gerr, "failures": r.failures}))
 				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
 				return nil
@@ -112,6 +114,13 @@ func (r *shardReader) fetchFailed(err error) error {
 	default:
 		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
 	}
+}
+
+// callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
+// clock. A call that outlasts it fails with a context error while r.ctx is live, which
+// classify counts as transient.
+func (r *shardReader) callContext() (context.Context, context.CancelFunc) {
+	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, r.sub.cfg.RequestTimeout)
 }
 
 // readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
@@ -138,7 +147,7 @@ func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
 // still delivering, past the point where it has to pause. Past the deadline the call is
 // cancelled and fails; the reader pauses and tries again.
 func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
-	ctx, cancel := context.WithTimeout(parent, r.storeTimeout())
+	ctx, cancel := clock.WithTimeout(parent, r.sub.cfg.Clock, r.storeTimeout())
 	defer cancel()
 	type result struct {
 		l   lease.Lease

@@ -73,7 +73,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 	failures := 0 // consecutive calls that failed for throttling or a transient error
 	for attempt := 0; ; attempt++ {
 		out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if c := classify(err); err != nil && (c == classTransient || c == classThrottled) {
+		if c := classify(ctx, err); err != nil && (c == classTransient || c == classThrottled) {
 			// The SDK has retried this call already; a few more rounds ride out a blip,
 			// but a Kinesis that cannot be reached is reported, not waited for.
 			failures++
@@ -92,15 +92,15 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamStatus != types.StreamStatusCreating {
 				return nil
 			}
-		case classify(err) == classNotFound && create:
+		case classify(ctx, err) == classNotFound && create:
 			_, cerr := client.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
 			var inUse *types.ResourceInUseException
 			if cerr != nil && !errors.As(cerr, &inUse) {
 				return fmt.Errorf("kinesis: creating stream %q with %d shards: %w", stream, shards, cerr)
 			}
-		case classify(err) == classNotFound:
+		case classify(ctx, err) == classNotFound:
 			return fmt.Errorf("%w: %q (create it, or set CreateStream in the config): %w", ErrStreamNotFound, stream, err)
-		case classify(err) == classFatal:
+		case classify(ctx, err) == classFatal:
 			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
 		}
 		if err := sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {

@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -232,4 +233,25 @@ func drain(ch chan time.Time) {
 	case <-ch:
 	default:
 	}
+}
+
+// WithTimeout is context.WithTimeout on clk: the returned context is cancelled, with
+// context.DeadlineExceeded as its cause, once d has passed on clk. On the real clock it is
+// context.WithTimeout itself. On any other clock a goroutine waits for the deadline or for the
+// context's end, whichever comes first; calling cancel ends it.
+func WithTimeout(parent context.Context, clk Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, real := clk.(realClock); real {
+		return context.WithTimeout(parent, d)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	t := clk.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }

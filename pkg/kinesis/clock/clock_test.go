@@ -1,8 +1,12 @@
 package clock_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
@@ -96,5 +100,33 @@ func TestFakeChangedSignalsNewTimers(t *testing.T) {
 	case <-changed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Changed not signalled")
+	}
+}
+
+func TestWithTimeoutOnFakeClock(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Second)
+	defer cancel()
+	f.Advance(999 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Fatal("cancelled before its deadline")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		t.Fatalf("cause = %v, want context.DeadlineExceeded", context.Cause(ctx))
+	}
+}
+
+func TestWithTimeoutCancelEndsTheWait(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	f := clock.NewFake(time.Unix(0, 0))
+	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Hour)
+	cancel()
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), context.Canceled) {
+		t.Fatalf("cause = %v, want context.Canceled", context.Cause(ctx))
 	}
 }
