@@ -105,7 +105,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		}
 		return nil, err
 	}
-	s.logger.Info("Subscribed", sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": len(sub.readers)}))
+	s.logger.Info("Subscribed", sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": sub.readers.len()}))
 	go func() {
 		sub.run()
 		s.unregister(sub)

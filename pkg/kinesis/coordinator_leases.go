@@ -1,0 +1,165 @@
+package kinesis
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// takeLeases brings this worker to its fair share (lease.PlanShare): it fences readers whose
+// lease moved on, tells readers whose lease another worker asked for to hand it over, starts
+// readers for leases handed to it, takes free or expired leases up to its target, and, below
+// target with nothing free, asks the most loaded worker for one lease (taking it itself if
+// the owner has not handed it over within HandoffTimeout).
+func (c *subscription) takeLeases() ([]*shardReader, error) {
+	if err := c.refreshLeases(); err != nil {
+		return nil, err
+	}
+	now := c.cfg.Clock.Now()
+	me := c.cfg.WorkerID
+	for id, e := range c.readers.byShard {
+		r := e.r
+		l, ok := c.leases[id]
+		switch {
+		case !ok || l.Owner != me || l.Generation != r.generation:
+			r.markLost()
+		case l.PendingOwner != "":
+			r.requestHandoff()
+		}
+	}
+	list := make([]lease.Lease, 0, len(c.leases))
+	for _, id := range sortedKeys(c.leases) {
+		list = append(list, c.leases[id])
+	}
+	plan := lease.PlanShare(lease.ShareInput{
+		Self:     me,
+		Leases:   list,
+		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.LeaseDuration) },
+		Eligible: c.eligible,
+	})
+	var started []*shardReader
+	for _, l := range list {
+		// Ours with no reader: handed to this worker, or left by a reader that stopped when
+		// it could not renew. Taking it again bumps the counter and the generation, so that
+		// nobody judges it expired from before and no earlier reader of ours can write.
+		if l.Owner == me && !c.readers.has(l.ShardID) && c.eligible(l) {
+			if r := c.take(l); r != nil {
+				started = append(started, r)
+			}
+		}
+	}
+	for _, l := range plan.Take {
+		if r := c.take(l); r != nil {
+			started = append(started, r)
+		}
+	}
+	if plan.Steal != nil {
+		c.ask(*plan.Steal)
+	}
+	started = append(started, c.takeOverdue(now)...)
+	return started, nil
+}
+
+// take takes one lease and starts its reader; nil if another worker was faster, or if this
+// subscription still has a reader of the shard (one that is stopping: the lease is taken at a
+// later sync, once its exit report is in).
+func (c *subscription) take(l lease.Lease) *shardReader {
+	if c.readers.has(l.ShardID) {
+		return nil
+	}
+	takenAt := c.cfg.Clock.Now()
+	ctx, cancel := c.callContext()
+	taken, err := c.cfg.LeaseStore.Take(ctx, l, c.cfg.WorkerID)
+	cancel()
+	if err != nil {
+		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return nil
+	}
+	delete(c.asked, l.ShardID)
+	c.leases[l.ShardID] = taken
+	return c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
+}
+
+// ask marks this worker as the pending owner of a lease of the most loaded worker.
+func (c *subscription) ask(l lease.Lease) {
+	ctx, cancel := c.callContext()
+	asked, err := c.cfg.LeaseStore.RequestHandoff(ctx, l, c.cfg.WorkerID)
+	cancel()
+	if err != nil {
+		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return
+	}
+	c.logger.Info("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
+	c.leases[l.ShardID] = asked
+	c.asked[l.ShardID] = c.cfg.Clock.Now()
+}
+
+// takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
+// and forgets requests that another change of owner made moot.
+func (c *subscription) takeOverdue(now time.Time) []*shardReader {
+	var started []*shardReader
+	for _, id := range sortedKeys(c.asked) {
+		l, ok := c.leases[id]
+		switch {
+		case !ok || l.Owner == c.cfg.WorkerID || l.PendingOwner != c.cfg.WorkerID:
+			delete(c.asked, id)
+		case now.Sub(c.asked[id]) >= c.cfg.HandoffTimeout && c.eligible(l):
+			c.logger.Info("Owner did not hand the lease over in time; taking it", c.logFields().Add(watermill.LogFields{"shard": id, "owner": l.Owner}))
+			if r := c.take(l); r != nil {
+				started = append(started, r)
+			}
+		}
+	}
+	return started
+}
+
+// eligible: a listed shard, not finished, whose parents are finished, which keeps each key's
+// records in order across a reshard.
+func (c *subscription) eligible(l lease.Lease) bool {
+	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd || c.skipLease(l) {
+		return false
+	}
+	return c.parentsDone(l.Parents)
+}
+
+// skipLease: a closed shard that this group, starting at LATEST, never read. Its records all
+// came before any reader of the group could have started there, so LATEST skips them: it is
+// never taken and counts as finished for its children. Generation 0 means nobody ever took
+// the lease, so nothing of the shard was delivered; a shard the group did read is finished by
+// reading it to its end, as usual.
+func (c *subscription) skipLease(l lease.Lease) bool {
+	return l.Checkpoint == "" && l.Generation == 0 && l.Owner == "" && c.skipClosed(l.ShardID)
+}
+
+// skipClosed: the subscription starts at LATEST and the shard is closed (the listing shows an
+// ending sequence number). It logs the first time it skips a shard.
+func (c *subscription) skipClosed(id string) bool {
+	s, listed := c.shards[id]
+	if c.cfg.InitialPosition.Type != Latest || !listed || s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+		return false
+	}
+	if !c.skipped[id] {
+		c.skipped[id] = true
+		c.logger.Info("Skipping a closed shard never read: the subscription starts at LATEST", c.logFields().Add(watermill.LogFields{"shard": id}))
+	}
+	return true
+}
+
+// parentsDone: every parent is finished, or no longer listed (aged out of the stream).
+func (c *subscription) parentsDone(parents []string) bool {
+	for _, p := range parents {
+		if _, listed := c.shards[p]; !listed {
+			continue
+		}
+		if c.grouped() {
+			if l, ok := c.leases[p]; !ok || (l.Checkpoint != lease.ShardEnd && !c.skipLease(l)) {
+				return false
+			}
+		} else if !c.ended[p] && !(c.progress[p] == "" && !c.readers.has(p) && c.skipClosed(p)) {
+			return false
+		}
+	}
+	return true
+}

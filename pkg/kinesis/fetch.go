@@ -1,0 +1,239 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+)
+
+// fetchState is a reader's position in its shard: the iterator, the batch read last, and when
+// the next read may go out. The reader goroutine owns it.
+type fetchState struct {
+	iterator string
+	askedAt  time.Time    // when the first iterator was asked for, by this machine's clock
+	lastRead string       // sequence number of the last record fetched
+	records  []userRecord // the current batch, KPL aggregates expanded
+	next     int          // index in records of the next record to deliver
+	// skipSeq and skipThrough: the reader resumes inside the KPL aggregate skipSeq, whose user
+	// records up to skipThrough are done; cleared once that aggregate has been read.
+	skipSeq     string
+	skipThrough int
+	behind      int64              // MillisBehindLatest of the current batch
+	ended       bool               // the shard is closed and read to its end
+	children    []types.ChildShard // the ChildShards of the read that reached the end
+	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
+	failures    int                // consecutive failed reads, for backoff
+}
+
+// fetch reads the next batch. Throttling and transient failures only postpone the next read
+// (same iterator, no rewind, nothing reaches the handler); an expired iterator is replaced
+// by one after the last record read. Only errors no retry can fix are returned.
+func (r *shardReader) fetch() error {
+	cfg := r.sub.cfg
+	limit := cfg.GetRecordsLimit
+	started := r.now()
+	ctx, cancel := r.callContext()
+	out, err := cfg.Client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
+	cancel()
+	if err != nil {
+		return r.fetchFailed(err)
+	}
+	r.failures = 0
+	r.records, r.next = expand(out.Records, cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough), 0
+	if len(out.Records) > 0 {
+		r.skipSeq = "" // the aggregate to resume inside is the first record read
+	}
+	if out.MillisBehindLatest != nil {
+		r.behind = *out.MillisBehindLatest
+	}
+	if n := len(out.Records); n > 0 {
+		r.lastRead = deref(out.Records[n-1].SequenceNumber)
+	}
+	if out.NextShardIterator == nil {
+		r.ended, r.iterator, r.children = true, "", out.ChildShards
+		return nil
+	}
+	r.iterator = *out.NextShardIterator
+	switch {
+	case len(out.Records) == 0 && r.behind == 0:
+		r.fetchAt = started.Add(cfg.PollInterval)
+	default:
+		// More may be waiting: read again as soon as Kinesis's per-shard rate allows.
+		r.fetchAt = started.Add(cfg.MinReadInterval)
+	}
+	return nil
+}
+
+func (r *shardReader) fetchFailed(err error) error {
+	r.failures++
+	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
+	switch classify(r.ctx, err) {
+	case classThrottled:
+		r.sub.logger.Debug("Read throttled; backing off", fields)
+		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
+		// With a 5 s cap, reads throttled at random half the time in the fault suite waited
+		// up to 21 s (runs of failures double the wait); only a 10 MB read earns a 5 s
+		// penalty, which this cap meets with a few more throttled calls.
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, readThrottleMaxBackoff))
+		return nil
+	case classTransient:
+		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
+		// someone should see: the fault suite's 30 s GetRecords outage logged nothing above
+		// INFO. From the readFailuresBeforeError-th failure in a row (6 to 13 s into an
+		// outage, by the backoff below) each retry logs at ERROR, at most one line per shard
+		// every 5 to 10 s.
+		if r.failures >= readFailuresBeforeError {
+			r.sub.logger.Error("Reads keep failing; retrying", err, fields)
+		} else {
+			r.sub.logger.Info("Read failed; retrying", fields)
+		}
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
+		return nil
+	case classExpiredIterator:
+		// Resume right after the last record read: never LATEST (that skips records), never
+		// the checkpoint (that redelivers what is in flight).
+		pos := r.start
+		switch {
+		case r.lastRead != "":
+			pos = position{after: r.lastRead}
+		case pos.after == "" && pos.initial.Type == Latest:
+			// Nothing read yet from a LATEST start: a new LATEST iterator would skip what
+			// arrived since the first one was taken. Start where that was, by time, less a
+			// margin for clock skew: a few older records may come again, none is lost.
+			pos = position{initial: Position{Type: AtTimestamp, Timestamp: r.askedAt.Add(-latestSkewMargin)}}
+		}
+		it, gerr := r.getIterator(pos)
+		if gerr != nil {
+			if c := classify(r.ctx, gerr); c == classThrottled || c == classTransient {
+				r.sub.logger.Info("Replacing an expired iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": gerr, "failures": r.failures}))
+				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
+				return nil
+			}
+			if r.fallBackFromTrimmed(pos.after, gerr) {
+				// The last record read aged out while the iterator sat unused: what came
+				// after it may have too, and the oldest record left is next.
+				r.start, r.lastRead = position{initial: Position{Type: TrimHorizon}}, ""
+				r.fetchAt = r.now()
+				return nil
+			}
+			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("replacing an expired iterator: %w", gerr)}
+		}
+		r.sub.logger.Debug("Iterator expired; replaced after the last record read", fields)
+		r.iterator = it
+		return nil
+	case classNotFound:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%w: %w", ErrStreamNotFound, err)}
+	default:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
+	}
+}
+
+// callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
+// clock. A call that outlasts it fails with a context error while r.ctx is live, which
+// classify counts as transient.
+func (r *shardReader) callContext() (context.Context, context.CancelFunc) {
+	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, r.sub.cfg.RequestTimeout)
+}
+
+// readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
+// before a transient failure is logged at ERROR instead of INFO.
+const readFailuresBeforeError = 8
+
+// readThrottleMaxBackoff caps the wait after throttled reads.
+const readThrottleMaxBackoff = time.Second
+
+// latestSkewMargin is how far before its first LATEST iterator a reader that has read nothing
+// resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
+const latestSkewMargin = time.Second
+
+// initIterator gets the first iterator, retrying what may pass.
+func (r *shardReader) initIterator() error {
+	for attempt := 0; ; attempt++ {
+		askedAt := r.now()
+		it, err := r.getIterator(r.start)
+		if err == nil {
+			r.iterator, r.askedAt = it, askedAt
+			return nil
+		}
+		switch classify(r.ctx, err) {
+		case classThrottled, classTransient:
+			if attempt+1 >= readFailuresBeforeError {
+				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
+				r.sub.logger.Error("Getting a shard iterator keeps failing; retrying", err,
+					r.logFields().Add(watermill.LogFields{"failures": attempt + 1}))
+			} else {
+				r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
+			}
+			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
+				return err
+			}
+		case classFatal:
+			if !r.fallBackFromTrimmed(r.start.after, err) {
+				return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+			}
+			r.start = position{initial: Position{Type: TrimHorizon}}
+		default:
+			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+		}
+	}
+}
+
+// fallBackFromTrimmed reports whether a refused AFTER_SEQUENCE_NUMBER iterator should be
+// replaced by TRIM_HORIZON, and says so in the log. Kinesis refuses a sequence number older
+// than the shard's trim horizon with InvalidArgumentException: the records after it aged out of
+// the stream's retention period before this group read them (the group was stopped, or too far
+// behind, for longer than the retention), or the stream was deleted and created again under
+// the same name. Either way nothing before the trim horizon can be read any more, and waiting
+// would stall the shard for good; the oldest record left is where reading can go on.
+func (r *shardReader) fallBackFromTrimmed(after string, err error) bool {
+	var invalid *types.InvalidArgumentException
+	if after == "" || !errors.As(err, &invalid) {
+		return false
+	}
+	r.sub.logger.Error("Checkpoint is older than the shard's trim horizon (its records aged out of the "+
+		"stream's retention period, or the stream was re-created); resuming at the oldest record "+
+		"(TRIM_HORIZON). Records between the checkpoint and the trim horizon were never delivered "+
+		"to this group", err, r.logFields().Add(watermill.LogFields{"sequence_number": after}))
+	return true
+}
+
+func (r *shardReader) getIterator(pos position) (string, error) {
+	in := &awskinesis.GetShardIteratorInput{StreamName: &r.sub.stream, ShardId: &r.shardID}
+	seq, sub, inside := parsePosition(pos.after)
+	r.skipSeq, r.skipThrough = "", 0
+	switch {
+	case inside:
+		// Inside a KPL aggregate: read it again and skip the user records already done.
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = &seq
+		r.skipSeq, r.skipThrough = seq, sub
+	case pos.after != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = &seq
+	case pos.initial.Type == Latest:
+		in.ShardIteratorType = types.ShardIteratorTypeLatest
+	case pos.initial.Type == AtTimestamp:
+		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
+		ts := pos.initial.Timestamp
+		in.Timestamp = &ts
+	default:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	}
+	ctx, cancel := r.callContext()
+	defer cancel()
+	out, err := r.sub.cfg.Client.GetShardIterator(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	if out.ShardIterator == nil {
+		return "", errors.New("GetShardIterator returned no iterator")
+	}
+	return *out.ShardIterator, nil
+}

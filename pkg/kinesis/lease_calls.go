@@ -1,0 +1,266 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// leaseState is a reader's hold on its lease: when it last proved itself alive, when the next
+// renewal and checkpoint are due, and where a handoff or a pause stands. The reader goroutine
+// owns it; decide reads it through view.
+type leaseState struct {
+	saved        string    // last checkpoint written
+	renewed      time.Time // when the last successful renewal (at first: the take) was sent
+	renewAt      time.Time // when the next renewal is due
+	checkpointAt time.Time // when the next periodic checkpoint is due
+	// finishRetry: after a failed SHARD_END write, the next one is not sent before this.
+	finishRetry    time.Time
+	finishFailures int
+	// handingOff: another worker asked for the lease; nothing more is sent, and once the
+	// messages in flight are settled (or at handoffBy) the lease is handed over.
+	handingOff bool
+	handoffBy  time.Time
+	// handoffRetry: after a failed Handoff call, the next one is not sent before this.
+	handoffRetry time.Time
+	handedOff    bool // the lease went to the worker that asked for it
+	// paused: past the stop point with no renewal since; nothing is sent or read until a
+	// renewal succeeds.
+	paused  bool
+	revoked bool // OnShardRevoked (or, at a pause, OnShardLost) was called
+}
+
+// startLease sets the first renewal and checkpoint times once the reader holds its iterator.
+// The stop point counts from the take (renewed), since others may have timed the lease from
+// then.
+func (r *shardReader) startLease(now time.Time) {
+	r.renewAt = now.Add(r.sub.cfg.LeaseRenewInterval)
+	r.checkpointAt = now.Add(r.sub.cfg.CheckpointInterval)
+}
+
+// renewedWith records a successful owner write (renewal or checkpoint) sent at sentAt: the
+// lease as it now is, and a stop point counted from sentAt.
+func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
+	r.held = &l
+	r.renewed = sentAt
+}
+
+// leaseCall runs one lease store call for the reader, bounded by storeTimeout and, unless the
+// reader is paused already, by its stop point on the subscription's clock: a store that hangs
+// must not hold the reader, still delivering, past the point where it has to pause. Past the
+// stop point the call is cancelled and fails; the reader pauses and tries again.
+func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
+	limit, byStop := r.storeTimeout(), false
+	if !r.paused {
+		if untilStop := r.renewed.Add(leaseStopAfter(r.sub.cfg)).Sub(r.now()); untilStop < limit {
+			limit, byStop = max(untilStop, 0), true
+		}
+	}
+	ctx, cancel := clock.WithTimeout(parent, r.sub.cfg.Clock, limit)
+	defer cancel()
+	l, err := call(ctx)
+	if err != nil && byStop && ctx.Err() != nil && parent.Err() == nil {
+		return lease.Lease{}, fmt.Errorf("%w: a lease store call outlasted the stop point: %w", errLeaseStale, err)
+	}
+	return l, err
+}
+
+// storeTimeout bounds one lease store call, so that a hung store cannot hold a reader past
+// the point where it must give the shard up.
+func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenewInterval }
+
+// errLeaseStale: the owner could not renew its lease in time and may be taken over.
+var errLeaseStale = errors.New("lease not renewed in time")
+
+// renew proves this worker alive. A lost lease stops the reader at once; other failures are
+// retried at the next renewal time or shortly before the stop point, whichever comes first,
+// and the reader pauses at the stop point if none succeeds in time.
+func (r *shardReader) renew() error {
+	cfg := r.sub.cfg
+	sentAt := r.now()
+	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
+		return cfg.LeaseStore.Renew(ctx, *r.held)
+	})
+	now := r.now()
+	switch {
+	case err == nil:
+		r.renewedWith(l, sentAt)
+		r.renewAt = nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Renewing the lease failed; will retry", err, r.logFields())
+	if r.paused {
+		// A quarter of the renewal interval: the reader resumes soon after the store is
+		// back, at a few calls per outage.
+		r.renewAt = now.Add(cfg.LeaseRenewInterval / 4)
+		return nil
+	}
+	// The next try comes at the usual time, or, if that is later, once more shortly before
+	// the stop point. With the usual time alone, the try after a failure could come only
+	// after the stop point: in the fault suite, lease store outages of 4 s (under half of
+	// LeaseDuration) stopped 7 of 16 readers, some with the store back 3 s before their stop
+	// point, and each stop redelivered what was acked since its last checkpoint. The last try
+	// keeps a reader through any outage that ends by then, at one more store call per outage.
+	next := nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
+	if lastTry := r.renewed.Add(leaseStopAfter(cfg) - renewLastTry(cfg)); lastTry.After(now) && lastTry.Before(next) {
+		next = lastTry
+	}
+	r.renewAt = next
+	return nil
+}
+
+// pause stops deliveries once no renewal has succeeded for too long (lease.MustStop).
+//
+// Paused, the reader sends and reads nothing, so it delivers nothing once another worker may
+// take the lease, and keeps trying to renew. A renewal is a write conditioned on this owner
+// and generation, so one that succeeds proves nobody took the lease in between: the reader
+// goes on where it was (the messages in flight at the pause, whose contexts it cancelled, are
+// sent again with the same UUIDs), and a lease store outage that ends before anyone takes over
+// rewinds nothing. One that fails with ErrLeaseLost stops the reader, and the new owner
+// redelivers from the checkpoint.
+func (r *shardReader) pause(now time.Time) {
+	cfg := r.sub.cfg
+	r.paused = true
+	r.sub.logger.Error("Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
+		fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.logFields())
+	r.suspendWindow(now)
+	// For the application the shard is lost: another worker may take it from here on.
+	// If a renewal succeeds first, it is acquired again; no revoke follows a loss.
+	r.revoked = true
+	r.sub.hook(cfg.OnShardLost, r.shardID)
+	r.renewAt = now.Add(cfg.LeaseRenewInterval / 4)
+}
+
+// resume goes on delivering after a renewal succeeded while paused.
+func (r *shardReader) resume() {
+	r.paused, r.revoked = false, false
+	r.sub.logger.Info("Lease renewed; deliveries resumed", r.logFields())
+	r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
+}
+
+// checkpoint writes the watermark if it moved. Checkpoint writes also renew the lease.
+func (r *shardReader) checkpoint(ctx context.Context) error {
+	if r.held == nil || r.acked == r.saved {
+		return nil
+	}
+	return r.writeCheckpoint(ctx, r.acked)
+}
+
+// writeCheckpoint writes seq as the shard's checkpoint. A failure other than a lost lease is
+// logged and left to the next checkpoint time.
+func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
+	sentAt := r.now()
+	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
+		return r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+	})
+	switch {
+	case err == nil:
+		r.saved = seq
+		r.renewedWith(l, sentAt)
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+	return nil
+}
+
+// finish writes SHARD_END once the shard is read to its end and every record is acked. While
+// the lease is held, a failure is retried with backoff like any other write: the reader keeps
+// renewing meanwhile, and an outage that ends before anyone may take the lease costs no
+// redelivery. (Tried once on the way out, a failed SHARD_END made the next owner deliver the
+// whole shard's tail again: 233 records in one run.)
+func (r *shardReader) finish() error {
+	err := r.writeCheckpoint(r.ctx, lease.ShardEnd)
+	if err != nil || r.saved == lease.ShardEnd {
+		r.finishFailures = 0
+		return err
+	}
+	r.finishFailures++
+	r.finishRetry = r.now().Add(backoff(r.finishFailures-1, 100*time.Millisecond, r.sub.cfg.LeaseRenewInterval))
+	return nil
+}
+
+// handOver gives the lease to the worker that asked for it: the revoked hook, the checkpoint
+// of what was acked, then the conditional handoff. Messages still unsettled (the owner waited
+// up to half of HandoffTimeout) are redelivered by the new owner. If nobody is waiting for the
+// lease any more, the reader simply goes on.
+func (r *shardReader) handOver() error {
+	r.revokeOnce()
+	r.settleWindow(r.now())
+	if err := r.checkpoint(r.ctx); err != nil {
+		return err
+	}
+	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
+		return r.sub.cfg.LeaseStore.Handoff(ctx, *r.held)
+	})
+	switch {
+	case err == nil:
+		r.sub.logger.Info("Lease handed over", r.logFields().Add(watermill.LogFields{"to": l.Owner}))
+		r.held, r.handedOff = nil, true
+		return nil
+	case errors.Is(err, lease.ErrNoPendingOwner):
+		r.handingOff = false
+		return nil
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("%w: handing over: %w", ErrLeaseLost, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	r.sub.logger.Error("Handing over the lease failed; will retry", err, r.logFields())
+	r.handoffRetry = r.now().Add(r.sub.cfg.LeaseRenewInterval)
+	return nil
+}
+
+// revokeOnce calls OnShardRevoked, once per reader: a handoff that is retried, or a Close
+// after a handoff attempt, does not revoke the shard again.
+func (r *shardReader) revokeOnce() {
+	if !r.revoked {
+		r.revoked = true
+		r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+	}
+}
+
+// giveUp writes the final checkpoint (SHARD_END if the shard is done) and releases the lease,
+// on a context of its own since the reader's is usually cancelled by now. Half of
+// CloseTimeout bounds it, so that Close still returns in time, with every channel closed,
+// when the store hangs.
+func (r *shardReader) giveUp(shardEnded bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
+	defer cancel()
+	seq := r.acked
+	if shardEnded {
+		seq = lease.ShardEnd
+	} else {
+		r.revokeOnce()
+		r.settleWindow(r.now()) // the hook may have acked
+		seq = r.acked
+	}
+	if seq != "" && seq != r.saved {
+		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+		if err != nil {
+			r.sub.logger.Error("Final checkpoint failed; the next owner will redeliver since the last one", err,
+				r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+			if errors.Is(err, lease.ErrLeaseLost) {
+				return
+			}
+		} else {
+			r.held, r.saved = &l, seq
+		}
+	}
+	if _, err := r.sub.cfg.LeaseStore.Release(ctx, *r.held); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
+		r.sub.logger.Error("Releasing the lease failed; another worker takes it once it expires", err, r.logFields())
+	}
+}

@@ -1,0 +1,198 @@
+package kinesis
+
+import "time"
+
+// action is the one thing a shard reader does next; see decide.
+type action int
+
+const (
+	// actWait: nothing is due. The reader offers step.offer (if any) to the subscriber and
+	// waits for that send, an Ack or Nack, a coordinator signal, or step.until.
+	actWait action = iota
+	// actPause: no renewal succeeded in time; stop sending and reading (another worker may
+	// take the lease from here on) and keep trying to renew.
+	actPause
+	// actResume: a renewal succeeded while paused; deliveries go on where they were.
+	actResume
+	// actRenew: the lease renewal is due.
+	actRenew
+	// actCheckpoint: the periodic checkpoint of the watermark is due.
+	actCheckpoint
+	// actFinish: the shard is read to its end and every record acked: write SHARD_END.
+	actFinish
+	// actEnd: the shard is done (and, with a lease, SHARD_END is written): stop.
+	actEnd
+	// actHandOver: another worker asked for the lease and the messages in flight are settled
+	// (or their time is up): checkpoint and hand the lease over.
+	actHandOver
+	// actPrepare: decode the next fetched record into a message.
+	actPrepare
+	// actFetch: read the next batch of records.
+	actFetch
+)
+
+func (a action) String() string {
+	return [...]string{"wait", "pause", "resume", "renew", "checkpoint", "finish", "end", "hand over", "prepare", "fetch"}[a]
+}
+
+// step is decide's answer.
+type step struct {
+	do action
+	// offer, with actWait, is the message to hand to the subscriber while waiting: a nacked
+	// one due again, or the next record. Nil: none.
+	offer *delivery
+	// until, with actWait, is when to decide again if nothing else happens first. Zero: only
+	// a channel event (a send, an Ack or Nack, a coordinator signal) wakes the reader.
+	until time.Time
+}
+
+// readerView is everything decide looks at: a reader's state at one instant, as plain values.
+// The reader goroutine builds it (view) from its own fields; tests build it by hand.
+type readerView struct {
+	now    time.Time
+	leased bool // reading under a lease (a consumer group)
+
+	// With a lease: when deliveries must stop unless a renewal succeeds first, when the next
+	// renewal and checkpoint are due, and whether the reader is paused.
+	stopAt, renewAt, checkpointAt time.Time
+	paused                        bool
+
+	// The shard is closed and read to its end; with a lease, whether SHARD_END is written,
+	// and when a failed SHARD_END write may be tried again.
+	ended, endWritten bool
+	finishRetry       time.Time
+
+	// Another worker asked for the lease: deliveries stop; the lease is handed over once
+	// nothing is unsettled or at handoffBy, and not before handoffRetry after a failed try.
+	handingOff              bool
+	handoffBy, handoffRetry time.Time
+
+	buffered    int       // records fetched and not yet prepared
+	prepared    *delivery // the next record, decoded, waiting to be sent
+	fetchAt     time.Time // the earliest time the next read may be sent
+	inFlight    int       // deliveries in the window (sent, nacked or acked behind an unacked one)
+	unsettled   int       // deliveries sent and not yet seen acked or nacked
+	resend      *delivery // the nacked delivery due first, if any
+	maxInFlight int
+}
+
+// decide is a shard reader's choice of what to do next: a pure function of its state and the
+// time, so that every rule below is table-tested (TestDecide) and the reader goroutine only
+// carries the choice out. Lease safety comes first (pause, resume, renew, checkpoint), then
+// finishing the shard or handing it over, then reading and sending.
+func decide(v readerView) step {
+	if v.leased {
+		stale := !v.now.Before(v.stopAt)
+		switch {
+		case stale && !v.paused:
+			return step{do: actPause}
+		case !stale && v.paused:
+			return step{do: actResume}
+		case !v.now.Before(v.renewAt):
+			return step{do: actRenew}
+		case !v.now.Before(v.checkpointAt):
+			return step{do: actCheckpoint}
+		}
+	}
+	drained := v.prepared == nil && v.buffered == 0
+	if v.ended && drained && v.inFlight == 0 {
+		if v.leased && !v.endWritten {
+			if !v.now.Before(v.finishRetry) {
+				return step{do: actFinish}
+			}
+			return v.wait(nil, v.finishRetry)
+		}
+		return step{do: actEnd}
+	}
+	if v.handingOff && !v.paused && !v.now.Before(v.handoffRetry) && (v.unsettled == 0 || !v.now.Before(v.handoffBy)) {
+		return step{do: actHandOver}
+	}
+	if v.prepared == nil && v.buffered > 0 {
+		return step{do: actPrepare}
+	}
+	reading := drained && !v.ended && !v.paused && !v.handingOff
+	if reading && !v.now.Before(v.fetchAt) {
+		return step{do: actFetch}
+	}
+
+	// Nothing is due now: offer what may go out, and wake for the first thing that comes due.
+	var offer *delivery
+	var until time.Time
+	switch {
+	case v.handingOff, v.paused:
+		// Nothing more goes out: the next owner continues from the checkpoint, or, once a
+		// renewal succeeds, this one goes on.
+	case v.resend != nil && !v.now.Before(v.resend.resendAt):
+		offer = v.resend
+	case v.prepared != nil && v.inFlight < v.maxInFlight:
+		offer = v.prepared
+	}
+	if reading {
+		until = earliest(until, v.fetchAt)
+	}
+	if v.resend != nil && offer == nil && !v.paused && !v.handingOff {
+		until = earliest(until, v.resend.resendAt)
+	}
+	if v.handingOff {
+		if v.unsettled > 0 {
+			until = earliest(until, v.handoffBy)
+		}
+		until = earliest(until, v.handoffRetry)
+	}
+	// The reader waits on the Ack and Nack of the oldest unsettled message only; those of the
+	// messages behind it are noticed by looking again soon.
+	if v.unsettled > 1 {
+		until = earliest(until, v.now.Add(settlePollInterval))
+	}
+	return v.wait(offer, until)
+}
+
+// wait is actWait with offer, waking at until or at the next lease deadline, whichever is first.
+func (v readerView) wait(offer *delivery, until time.Time) step {
+	if v.leased {
+		until = earliest(until, v.renewAt)
+		until = earliest(until, v.checkpointAt)
+		if !v.paused {
+			until = earliest(until, v.stopAt)
+		}
+	}
+	return step{do: actWait, offer: offer, until: until}
+}
+
+// earliest is the earlier of two times, where the zero time means "never".
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// settlePollInterval is how soon a reader looks again at a window holding more than one
+// unsettled message: their Acks and Nacks, except the oldest one's, wake nothing.
+const settlePollInterval = 5 * time.Millisecond
+
+// nextTick is the first time after now on the grid last + k*interval (k >= 1), as a ticker
+// fires: missed ticks are not caught up.
+func nextTick(last, now time.Time, interval time.Duration) time.Time {
+	next := last.Add(interval)
+	if !next.After(now) {
+		next = next.Add((now.Sub(next)/interval + 1) * interval)
+	}
+	return next
+}
+
+// leaseStopMargin is how much before LeaseDuration an owner that could not renew stops
+// delivering (lease.MustStop), so that it stops before any other worker may take the lease.
+func leaseStopMargin(cfg SubscriberConfig) time.Duration { return cfg.LeaseDuration / 5 }
+
+// leaseStopAfter is how long after its last successful renewal an owner stops delivering.
+func leaseStopAfter(cfg SubscriberConfig) time.Duration {
+	return cfg.LeaseDuration - leaseStopMargin(cfg)
+}
+
+// renewLastTry is how long before its stop point a reader whose renewals failed tries once
+// more: time for the call to come back.
+func renewLastTry(cfg SubscriberConfig) time.Duration { return cfg.LeaseRenewInterval / 8 }

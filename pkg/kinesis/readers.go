@@ -1,0 +1,261 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// readerTable is a subscription's live readers: at most one per shard, by construction.
+//
+// A reader stays in the table from its start until the coordinator has its exit report, so
+// the table also holds readers that are stopping (fenced, given up, finishing their last
+// checkpoint). add refuses a second reader for a shard that has one; remove takes a reader
+// out only if it is the one the table holds. Without the identity check, the late exit of a
+// stopping reader removed the successor a lease sync had started meanwhile: the shard then
+// counted as "ours with no reader" at every sync and got another reader each time, while the
+// untracked ones kept delivering (lease generation 6 → 37 in 3 s, every message delivered
+// twice, goroutines left after Close).
+//
+// The coordinator goroutine owns the table.
+type readerTable struct {
+	byShard map[string]*readerEntry
+}
+
+// readerEntry is one live reader; readyBy is when, with a lease, it must hold its first
+// iterator (the point where an owner that has not renewed stops), zero once it does.
+type readerEntry struct {
+	r       *shardReader
+	readyBy time.Time
+}
+
+func newReaderTable() readerTable { return readerTable{byShard: map[string]*readerEntry{}} }
+
+// errReaderLive: a shard already has a live reader in this subscription.
+var errReaderLive = errors.New("the shard has a live reader in this subscription")
+
+// add records r as its shard's reader; it fails if the shard has one, live or stopping.
+func (t *readerTable) add(r *shardReader, readyBy time.Time) error {
+	if cur, ok := t.byShard[r.shardID]; ok {
+		return fmt.Errorf("%w (generation %d)", errReaderLive, cur.r.generation)
+	}
+	t.byShard[r.shardID] = &readerEntry{r: r, readyBy: readyBy}
+	return nil
+}
+
+// remove forgets r, and reports whether r was the shard's reader; an exit report from a
+// reader the table does not hold changes nothing.
+func (t *readerTable) remove(r *shardReader) bool {
+	if cur, ok := t.byShard[r.shardID]; ok && cur.r == r {
+		delete(t.byShard, r.shardID)
+		return true
+	}
+	return false
+}
+
+// get returns the shard's reader, or nil.
+func (t *readerTable) get(shardID string) *shardReader {
+	if e, ok := t.byShard[shardID]; ok {
+		return e.r
+	}
+	return nil
+}
+
+// has reports whether the shard has a reader, live or stopping.
+func (t *readerTable) has(shardID string) bool { _, ok := t.byShard[shardID]; return ok }
+
+func (t *readerTable) len() int { return len(t.byShard) }
+
+// readied notes that r holds its first iterator (or gave up trying).
+func (t *readerTable) readied(r *shardReader) {
+	if e, ok := t.byShard[r.shardID]; ok && e.r == r {
+		e.readyBy = time.Time{}
+	}
+}
+
+// late returns the readers past their readyBy at now, in shard order, and clears their
+// readyBy so that each is returned once.
+func (t *readerTable) late(now time.Time) []*shardReader {
+	var late []*shardReader
+	for _, id := range sortedKeys(t.byShard) {
+		e := t.byShard[id]
+		if !e.readyBy.IsZero() && !now.Before(e.readyBy) {
+			e.readyBy = time.Time{}
+			late = append(late, e.r)
+		}
+	}
+	return late
+}
+
+// firstReadyBy is the earliest readyBy of the table, zero if none.
+func (t *readerTable) firstReadyBy() time.Time {
+	var first time.Time
+	for _, e := range t.byShard {
+		first = earliest(first, e.readyBy)
+	}
+	return first
+}
+
+// startReader starts a reader of shardID unless the shard has one; nil then. held is the lease
+// it reads under (nil without a group), taken at takenAt.
+func (c *subscription) startReader(shardID string, pos position, held *lease.Lease, takenAt time.Time) *shardReader {
+	ctx, cancel := context.WithCancel(c.ctx)
+	r := &shardReader{
+		sub: c, shardID: shardID, ctx: ctx, cancel: cancel,
+		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
+		finished: make(chan struct{}),
+		start:    pos, held: held,
+	}
+	var readyBy time.Time
+	if held != nil {
+		r.leased, r.generation, r.renewed = true, held.Generation, takenAt
+		readyBy = takenAt.Add(leaseStopAfter(c.cfg))
+	}
+	if err := c.readers.add(r, readyBy); err != nil {
+		cancel()
+		c.logger.Error("Not starting a second reader of a shard", err, r.logFields())
+		return nil
+	}
+	go r.run()
+	return r
+}
+
+// readerExited takes an exit report: the table forgets the reader, if it is the one the
+// table holds, and what the reader achieved is noted. It reports whether the exit was that
+// reader's; any other is ignored.
+func (c *subscription) readerExited(ex readerExit) bool {
+	r := ex.reader
+	if !c.readers.remove(r) {
+		c.logger.Error("Exit report of a reader that is not the shard's; ignored", ex.err, r.logFields())
+		return false
+	}
+	if ex.lastAcked != "" {
+		c.progress[r.shardID] = ex.lastAcked
+	}
+	if ex.shardEnded {
+		c.ended[r.shardID] = true
+	}
+	return true
+}
+
+// startReaders, for Subscribe, starts readers and waits until each holds its iterator.
+func (c *subscription) startReaders() error {
+	started, err := c.launch()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range started {
+		select {
+		case rerr := <-r.ready:
+			if rerr = c.readerReady(r, rerr); rerr != nil {
+				errs = append(errs, rerr)
+			}
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncReaders, for run, starts readers without waiting for their first iterators: each
+// reader's report comes to run through readied. Waiting here held the coordinator up for as
+// long as GetShardIterator failed: in the fault suite, a 30 s iterator outage while an instance
+// joined stopped its lease syncs for 28 s (no lost lease fenced, no handoff request passed on,
+// no expired lease taken), and the new reader's lease, which no one renews before the reader
+// holds its iterator, expired and went to another instance while this one still counted it
+// as its own. giveUpLate now stops such a reader before its lease could expire.
+func (c *subscription) syncReaders() error {
+	started, err := c.launch()
+	for _, r := range started {
+		go c.forwardReady(r)
+	}
+	return err
+}
+
+// forwardReady passes r's first report to run; it ends with the subscription.
+func (c *subscription) forwardReady(r *shardReader) {
+	select {
+	case err := <-r.ready:
+		select {
+		case c.readied <- readyReport{r: r, err: err}:
+		case <-c.ctx.Done():
+		}
+	case <-c.ctx.Done():
+	}
+}
+
+// readyReport is a reader's first report: nil once it holds its iterator, or why not.
+type readyReport struct {
+	r   *shardReader
+	err error
+}
+
+// readerReady notes a reader's first report and returns its error. A reader stopped on
+// purpose (giveUpLate, Close) reports context.Canceled, which is not an error here.
+func (c *subscription) readerReady(r *shardReader, err error) error {
+	c.readers.readied(r)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// giveUpLate stops the readers still without an iterator at their lease's stop point: a reader
+// renews its lease only once it reads, so the lease would otherwise expire under it. Stopped,
+// the reader releases the lease; a later lease sync tries again.
+func (c *subscription) giveUpLate() {
+	for _, r := range c.readers.late(c.cfg.Clock.Now()) {
+		err := &ShardError{Stream: c.stream, ShardID: r.shardID, Err: fmt.Errorf("no shard iterator within %s of taking the lease", leaseStopAfter(c.cfg))}
+		c.logger.Error("Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
+			err, r.logFields())
+		r.cancel()
+	}
+}
+
+// armLate sets the late timer to the first stop point of a starting reader with a lease.
+func (c *subscription) armLate(late clock.Timer) {
+	late.Stop()
+	if first := c.readers.firstReadyBy(); !first.IsZero() {
+		late.Reset(first.Sub(c.cfg.Clock.Now()))
+	}
+}
+
+// startUnleased starts a reader for every shard not read yet whose parents are done.
+func (c *subscription) startUnleased() []*shardReader {
+	var started []*shardReader
+	for _, id := range sortedKeys(c.shards) {
+		if c.readers.has(id) || c.ended[id] || !c.parentsDone(parentsOf(c.shards[id])) {
+			continue
+		}
+		if c.progress[id] == "" && c.skipClosed(id) {
+			c.ended[id] = true
+			continue
+		}
+		pos := position{after: c.progress[id], initial: c.cfg.InitialPosition}
+		if r := c.startReader(id, pos, nil, time.Time{}); r != nil {
+			started = append(started, r)
+		}
+	}
+	return started
+}
+
+// shutdown stops every reader and waits until each has given its lease up, then closes out
+// and done. It runs on the coordinator goroutine, or on Subscribe's when starting failed.
+//
+// Order: cancel the readers' contexts; close quit, so that no exit report blocks any more;
+// wait for each reader in the table to finish (checkpoint, release); close out, so that no
+// send can follow; close done, which Close waits for.
+func (c *subscription) shutdown() {
+	c.cancel()
+	close(c.quit)
+	for _, id := range sortedKeys(c.readers.byShard) {
+		<-c.readers.byShard[id].r.finished
+	}
+	close(c.out)
+	close(c.done)
+}
