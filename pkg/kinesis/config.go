@@ -186,7 +186,9 @@ type ShardEvent struct {
 	Stream        string
 	ShardID       string
 	ConsumerGroup string
-	WorkerID      string
+	// WorkerID is the subscription's name in the lease table: SubscriberConfig.WorkerID for
+	// the first subscription of a stream, WorkerID#2, #3, ... for others open beside it.
+	WorkerID string
 }
 
 // NoSleep, as SubscriberConfig.NackResendSleep, resends a nacked message at once.

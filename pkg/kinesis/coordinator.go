@@ -29,6 +29,7 @@ type subscription struct {
 	cfg    SubscriberConfig
 	logger watermill.LoggerAdapter
 	stream string
+	slot   int // member slot on the Subscriber (takeMemberSlot); 0 without a group
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,11 +21,15 @@ type Subscriber struct {
 	config SubscriberConfig
 	logger watermill.LoggerAdapter
 
-	// mu guards closed and subs: Subscribe registers a subscription and Close cancels every
-	// registered one, so none can slip past Close.
+	// mu guards closed, subs and members: Subscribe registers a subscription and Close
+	// cancels every registered one, so none can slip past Close.
 	mu     sync.Mutex
 	closed bool
 	subs   map[*subscription]struct{}
+	// members holds, per stream, the member slots of the live grouped subscriptions (1 is
+	// WorkerID itself, n > 1 is WorkerID#n); a slot is free again once its subscription has
+	// released its leases.
+	members map[string]map[int]bool
 }
 
 var (
@@ -49,7 +54,7 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 		}
 		config.LeaseStore = store
 	}
-	return &Subscriber{config: config, logger: logger, subs: map[*subscription]struct{}{}}, nil
+	return &Subscriber{config: config, logger: logger, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}, nil
 }
 
 // openLeaseTable opens (and with CreateLeaseTable, creates) the DynamoDB lease table.
@@ -88,8 +93,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: Subscribe to stream %q needs a context (context.Background() reads until Close)", ErrNilContext, topic)
 	}
-	sub := newSubscription(ctx, s.config, s.logger, topic)
-	if !s.register(sub) {
+	sub, ok := s.register(ctx, topic)
+	if !ok {
 		sub.cancel()
 		return nil, fmt.Errorf("%w: not subscribing to stream %q", ErrSubscriberClosed, topic)
 	}
@@ -134,20 +139,74 @@ func (s *Subscriber) ensureStream(ctx context.Context, stream string) error {
 	return ensureStream(ctx, s.config.Client, stream, true, s.config.CreateStreamShards)
 }
 
-func (s *Subscriber) register(sub *subscription) bool {
+// register makes the subscription of one Subscribe call, as a member of the group of its own,
+// and records it so that Close stops it; false once the Subscriber is closed.
+func (s *Subscriber) register(ctx context.Context, stream string) (*subscription, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cfg := s.config
+	slot := 0
+	if cfg.ConsumerGroup != "" {
+		slot = s.takeMemberSlot(stream)
+		cfg.WorkerID = memberID(s.config.WorkerID, slot)
+	}
+	sub := newSubscription(ctx, cfg, s.logger, stream)
+	sub.slot = slot
 	if s.closed {
-		return false
+		s.freeMemberSlot(sub)
+		return sub, false
 	}
 	s.subs[sub] = struct{}{}
-	return true
+	return sub, true
 }
 
+// takeMemberSlot returns the lowest member slot free on stream and marks it taken.
+//
+// Each grouped subscription is its own member of the group, as in Kafka's consumer groups: two
+// Subscribe calls on one stream (a Watermill router with two handlers on one topic does this)
+// split the shards between them, and each message reaches one of them. Sharing one owner name,
+// each took the other's leases as its own with no reader: 20 messages gave 240 deliveries in
+// 3 s and no checkpoint was written. Slot 1 keeps WorkerID itself, so that an instance that
+// restarts with the same WorkerID takes its leases back at once.
+func (s *Subscriber) takeMemberSlot(stream string) int {
+	taken := s.members[stream]
+	if taken == nil {
+		taken = map[int]bool{}
+		s.members[stream] = taken
+	}
+	slot := 1
+	for taken[slot] {
+		slot++
+	}
+	taken[slot] = true
+	return slot
+}
+
+func (s *Subscriber) freeMemberSlot(sub *subscription) {
+	if taken := s.members[sub.stream]; taken != nil && sub.slot > 0 {
+		delete(taken, sub.slot)
+		if len(taken) == 0 {
+			delete(s.members, sub.stream)
+		}
+	}
+}
+
+// memberID is the owner name of a subscription in the lease table: WorkerID for the first
+// grouped subscription of a stream, WorkerID#2, WorkerID#3, ... for the ones open beside it.
+func memberID(workerID string, slot int) string {
+	if slot <= 1 {
+		return workerID
+	}
+	return workerID + "#" + strconv.Itoa(slot)
+}
+
+// unregister forgets a subscription that has stopped (its leases released) and frees its
+// member slot.
 func (s *Subscriber) unregister(sub *subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.subs, sub)
+	s.freeMemberSlot(sub)
 }
 
 func (s *Subscriber) isClosed() bool {
