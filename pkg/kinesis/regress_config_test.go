@@ -1,0 +1,64 @@
+package kinesis_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Item 6: SubscriberConfig.Validate rejects a ConsumerGroup that is not valid UTF-8, or longer
+// than 1919 bytes (DynamoDB's 2048-byte partition key holds the stream, up to 128 bytes, a "|"
+// and the group), with an error that names the ConsumerGroup field; a group of exactly 1919
+// bytes, or of valid multi-byte UTF-8, is accepted. Today every one of them passes Validate.
+func TestRegress_ConsumerGroupValidated(t *testing.T) {
+	client := memlog.New(memlog.Config{})
+	cases := []struct {
+		name   string
+		group  string
+		reject bool
+	}{
+		{"ascii", "billing", false},
+		{"multi-byte UTF-8", "facturación-請求", false},
+		{"1919 bytes", strings.Repeat("g", 1919), false},
+		{"1919 bytes of multi-byte UTF-8", strings.Repeat("é", 959) + "g", false},
+		{"1920 bytes", strings.Repeat("g", 1920), true},
+		{"4000 bytes", strings.Repeat("g", 4000), true},
+		{"invalid byte 0xff", "billing\xff", true},
+		{"truncated multi-byte sequence", "billing\xc3", true},
+		{"lone continuation byte", "\x80billing", true},
+		{"surrogate half encoded", "bill\xed\xa0\x80ing", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := kinesis.SubscriberConfig{Client: client, ConsumerGroup: tc.group, LeaseStore: lease.NewMemoryStore()}
+			err := cfg.Validate()
+			if !tc.reject {
+				if err != nil {
+					t.Fatalf("Validate rejected group of %d bytes: %v", len(tc.group), err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted ConsumerGroup %q (%d bytes); want an error naming ConsumerGroup", rgClip(tc.group), len(tc.group))
+			}
+			if !strings.Contains(err.Error(), "ConsumerGroup") {
+				t.Errorf("Validate's error does not name the ConsumerGroup field: %v", err)
+			}
+			// NewSubscriber validates too.
+			if s, nerr := kinesis.NewSubscriber(cfg, nil); nerr == nil {
+				_ = s.Close()
+				t.Errorf("NewSubscriber accepted ConsumerGroup %q", rgClip(tc.group))
+			}
+		})
+	}
+}
+
+func rgClip(s string) string {
+	if len(s) > 24 {
+		return s[:24] + "..."
+	}
+	return s
+}
