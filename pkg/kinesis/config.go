@@ -281,11 +281,15 @@ type SubscriberConfig struct {
 	// flight finish for up to half of it, checkpoints, and hands over. Default: 10 s.
 	HandoffTimeout time.Duration
 
-	// OnShardAcquired is called when this instance starts reading a shard of a group.
+	// OnShardAcquired is called when this instance starts reading a shard of a group, before
+	// the shard's first message is delivered, and again when deliveries resume after a pause
+	// (see OnShardLost).
 	OnShardAcquired func(ShardEvent)
 	// OnShardRevoked is called when this instance gives a shard up while it may still
-	// checkpoint: on Close, on the Subscribe context's end, and when it hands the shard to
-	// another instance. Messages acked before it returns are checkpointed.
+	// checkpoint: on Close, on the Subscribe context's end, when it hands the shard to
+	// another instance, and when the shard is read to its end after a reshard (every
+	// message of it acked, SHARD_END written). Messages acked before it returns are
+	// checkpointed.
 	OnShardRevoked func(ShardEvent)
 	// OnShardLost is called when this instance lost a shard and may not checkpoint it any
 	// more: another instance took the lease, or renewals failed for too long. Its unacked

@@ -240,11 +240,9 @@ func (r *shardReader) revokeOnce() {
 func (r *shardReader) giveUp(shardEnded bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
 	defer cancel()
-	seq := r.acked
-	if shardEnded {
-		seq = lease.ShardEnd
-	} else {
-		r.revokeOnce()
+	r.revokeOnce()
+	seq := lease.ShardEnd // written by finish already, before a shard counts as ended
+	if !shardEnded {
 		r.settleWindow(r.now()) // the hook may have acked
 		seq = r.acked
 	}
