@@ -1,0 +1,143 @@
+package kinesis
+
+import (
+	"testing"
+	"time"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	next := &delivery{seq: "next"}
+	nacked := &delivery{seq: "nacked", state: stateNacked, resendAt: at(50 * time.Millisecond)}
+	dueNack := &delivery{seq: "due", state: stateNacked, resendAt: at(-time.Millisecond)}
+	// leased is a reader in good standing: renewed recently, nothing due before 1 s.
+	leased := func(change func(v *readerView)) readerView {
+		v := readerView{
+			now: t0, leased: true, maxInFlight: 1,
+			stopAt: at(8 * time.Second), renewAt: at(time.Second), checkpointAt: at(5 * time.Second),
+			fetchAt: at(200 * time.Millisecond),
+		}
+		if change != nil {
+			change(&v)
+		}
+		return v
+	}
+	unleased := func(change func(v *readerView)) readerView {
+		v := readerView{now: t0, maxInFlight: 1, fetchAt: at(200 * time.Millisecond)}
+		if change != nil {
+			change(&v)
+		}
+		return v
+	}
+	tests := []struct {
+		name  string
+		view  readerView
+		do    action
+		offer *delivery
+		until time.Time
+	}{
+		// Lease safety comes first.
+		{"past the stop point: pause", leased(func(v *readerView) { v.stopAt, v.prepared = t0, next }), actPause, nil, time.Time{}},
+		{"paused, renewed since: resume", leased(func(v *readerView) { v.paused = true }), actResume, nil, time.Time{}},
+		{"paused and still stale: wait for the renewal, send nothing", leased(func(v *readerView) {
+			v.paused, v.stopAt, v.prepared, v.renewAt = true, at(-time.Second), next, at(250*time.Millisecond)
+		}), actWait, nil, at(250 * time.Millisecond)},
+		{"renewal due", leased(func(v *readerView) { v.renewAt = t0 }), actRenew, nil, time.Time{}},
+		{"renewal due before a pending send", leased(func(v *readerView) { v.renewAt, v.prepared = t0, next }), actRenew, nil, time.Time{}},
+		{"checkpoint due", leased(func(v *readerView) { v.checkpointAt = at(-time.Millisecond) }), actCheckpoint, nil, time.Time{}},
+		{"no lease: no renewal, no checkpoint", unleased(func(v *readerView) { v.fetchAt = t0 }), actFetch, nil, time.Time{}},
+
+		// The end of a shard.
+		{"ended, all acked, leased: write SHARD_END", leased(func(v *readerView) { v.ended = true }), actFinish, nil, time.Time{}},
+		{"ended, SHARD_END failed: wait for the retry", leased(func(v *readerView) { v.ended, v.finishRetry = true, at(300*time.Millisecond) }),
+			actWait, nil, at(300 * time.Millisecond)},
+		{"ended, SHARD_END written: end", leased(func(v *readerView) { v.ended, v.endWritten = true, true }), actEnd, nil, time.Time{}},
+		{"ended without a lease: end", unleased(func(v *readerView) { v.ended = true }), actEnd, nil, time.Time{}},
+		{"ended with a message in flight: wait for its ack", leased(func(v *readerView) { v.ended, v.inFlight, v.unsettled = true, 1, 1 }),
+			actWait, nil, at(time.Second)},
+		{"ended with records still fetched: prepare them first", leased(func(v *readerView) { v.ended, v.buffered = true, 3 }), actPrepare, nil, time.Time{}},
+
+		// Handing over.
+		{"handoff asked, nothing in flight: hand over", leased(func(v *readerView) { v.handingOff, v.handoffBy = true, at(5*time.Second) }),
+			actHandOver, nil, time.Time{}},
+		{"handoff asked, one in flight: wait for it until handoffBy, send nothing", leased(func(v *readerView) {
+			v.handingOff, v.handoffBy, v.inFlight, v.unsettled, v.prepared = true, at(500*time.Millisecond), 1, 1, next
+		}), actWait, nil, at(500 * time.Millisecond)},
+		{"handoff asked, in flight past handoffBy: hand over anyway", leased(func(v *readerView) {
+			v.handingOff, v.handoffBy, v.inFlight, v.unsettled = true, t0, 1, 1
+		}), actHandOver, nil, time.Time{}},
+		{"handoff failed: wait for handoffRetry", leased(func(v *readerView) {
+			v.handingOff, v.handoffBy, v.handoffRetry = true, t0, at(700*time.Millisecond)
+		}), actWait, nil, at(700 * time.Millisecond)},
+		{"handoff while paused: wait for the renewal", leased(func(v *readerView) {
+			v.handingOff, v.paused, v.stopAt, v.renewAt = true, true, t0, at(250*time.Millisecond)
+		}), actWait, nil, at(250 * time.Millisecond)},
+		{"handing off: no reads", leased(func(v *readerView) {
+			v.handingOff, v.handoffBy, v.inFlight, v.unsettled, v.fetchAt = true, at(500*time.Millisecond), 1, 1, t0
+		}), actWait, nil, at(500 * time.Millisecond)},
+
+		// Reading and sending.
+		{"records fetched, none prepared: prepare", unleased(func(v *readerView) { v.buffered = 2 }), actPrepare, nil, time.Time{}},
+		{"nothing buffered, read due: fetch", unleased(func(v *readerView) { v.fetchAt = t0 }), actFetch, nil, time.Time{}},
+		{"nothing buffered, read not due: wait for it", unleased(nil), actWait, nil, at(200 * time.Millisecond)},
+		{"paused: no reads", leased(func(v *readerView) { v.paused, v.stopAt, v.fetchAt = true, t0, t0 }), actWait, nil, at(time.Second)},
+		{"prepared, window has room: offer it", unleased(func(v *readerView) { v.prepared = next }), actWait, next, time.Time{}},
+		{"prepared, window full: wait for the ack", unleased(func(v *readerView) { v.prepared, v.inFlight, v.unsettled = next, 1, 1 }),
+			actWait, nil, time.Time{}},
+		{"prepared, window full, leased: wake for the lease only", leased(func(v *readerView) { v.prepared, v.inFlight, v.unsettled = next, 1, 1 }),
+			actWait, nil, at(time.Second)},
+		{"a nacked message due goes before the next record", unleased(func(v *readerView) {
+			v.prepared, v.inFlight, v.resend = next, 1, dueNack
+		}), actWait, dueNack, time.Time{}},
+		{"a nacked message not due yet: wake when it is", unleased(func(v *readerView) {
+			v.prepared, v.inFlight, v.resend = next, 1, nacked
+		}), actWait, nil, at(50 * time.Millisecond)},
+		{"several unsettled: look again soon for their acks", unleased(func(v *readerView) {
+			v.maxInFlight, v.inFlight, v.unsettled, v.prepared = 4, 4, 4, next
+		}), actWait, nil, at(settlePollInterval)},
+		{"the stop point wakes a reader with nothing else due", leased(func(v *readerView) {
+			v.stopAt, v.renewAt, v.checkpointAt, v.inFlight, v.unsettled = at(100*time.Millisecond), at(time.Second), at(time.Second), 1, 1
+		}), actWait, nil, at(100 * time.Millisecond)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decide(tt.view)
+			if got.do != tt.do || got.offer != tt.offer || !got.until.Equal(tt.until) {
+				t.Errorf("decide = {%s offer %v until %v}, want {%s offer %v until %v}",
+					got.do, seqOf(got.offer), rel(t0, got.until), tt.do, seqOf(tt.offer), rel(t0, tt.until))
+			}
+		})
+	}
+}
+
+func seqOf(d *delivery) string {
+	if d == nil {
+		return "none"
+	}
+	return d.seq
+}
+
+func rel(t0, at time.Time) string {
+	if at.IsZero() {
+		return "never"
+	}
+	return at.Sub(t0).String()
+}
+
+func TestNextTick(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	for _, tt := range []struct {
+		last, now, want time.Duration
+	}{
+		{0, 0, time.Second},                                  // the next tick
+		{0, 999 * time.Millisecond, time.Second},             // still the next one
+		{0, time.Second, 2 * time.Second},                    // due now: the one after
+		{0, 3500 * time.Millisecond, 4 * time.Second},        // missed ticks are not caught up
+		{500 * time.Millisecond, 0, 1500 * time.Millisecond}, // a grid that starts later
+	} {
+		if got := nextTick(t0.Add(tt.last), t0.Add(tt.now), time.Second); !got.Equal(t0.Add(tt.want)) {
+			t.Errorf("nextTick(last %s, now %s) = %s, want %s", tt.last, tt.now, got.Sub(t0), tt.want)
+		}
+	}
+}
