@@ -81,18 +81,8 @@ type readerView struct {
 // carries the choice out. Lease safety comes first (pause, resume, renew, checkpoint), then
 // finishing the shard or handing it over, then reading and sending.
 func decide(v readerView) step {
-	if v.leased {
-		stale := !v.now.Before(v.stopAt)
-		switch {
-		case stale && !v.paused:
-			return step{do: actPause}
-		case !stale && v.paused:
-			return step{do: actResume}
-		case !v.now.Before(v.renewAt):
-			return step{do: actRenew}
-		case !v.now.Before(v.checkpointAt):
-			return step{do: actCheckpoint}
-		}
+	if do, due := leaseDue(v); due {
+		return step{do: do}
 	}
 	drained := v.prepared == nil && v.buffered == 0
 	if v.ended && drained && v.inFlight == 0 {
@@ -145,6 +135,26 @@ func decide(v readerView) step {
 		until = earliest(until, v.now.Add(settlePollInterval))
 	}
 	return v.wait(offer, until)
+}
+
+// leaseDue is the lease step due at v.now, if any: pause past the stop point, resume once a
+// renewal succeeded, renew, checkpoint.
+func leaseDue(v readerView) (action, bool) {
+	if !v.leased {
+		return actWait, false
+	}
+	stale := !v.now.Before(v.stopAt)
+	switch {
+	case stale && !v.paused:
+		return actPause, true
+	case !stale && v.paused:
+		return actResume, true
+	case !v.now.Before(v.renewAt):
+		return actRenew, true
+	case !v.now.Before(v.checkpointAt):
+		return actCheckpoint, true
+	}
+	return actWait, false
 }
 
 // wait is actWait with offer, waking at until or at the next lease deadline, whichever is first.
