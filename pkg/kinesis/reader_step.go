@@ -124,10 +124,12 @@ func decide(v readerView) step {
 		until = earliest(until, v.resend.resendAt)
 	}
 	if v.handingOff {
-		if v.unsettled > 0 {
+		if v.unsettled > 0 && v.handoffBy.After(v.now) {
 			until = earliest(until, v.handoffBy)
 		}
-		until = earliest(until, v.handoffRetry)
+		if v.handoffRetry.After(v.now) {
+			until = earliest(until, v.handoffRetry)
+		}
 	}
 	// The reader waits on the Ack and Nack of the oldest unsettled message only; those of the
 	// messages behind it are noticed by looking again soon.

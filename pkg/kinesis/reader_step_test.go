@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -70,6 +71,9 @@ func TestDecide(t *testing.T) {
 		{"handoff failed: wait for handoffRetry", leased(func(v *readerView) {
 			v.handingOff, v.handoffBy, v.handoffRetry = true, t0, at(700*time.Millisecond)
 		}), actWait, nil, at(700 * time.Millisecond)},
+		{"handoff retry time passed, a message still in flight: wait for it, not a busy loop", leased(func(v *readerView) {
+			v.handingOff, v.handoffBy, v.handoffRetry, v.inFlight, v.unsettled = true, at(400*time.Millisecond), at(-time.Second), 1, 1
+		}), actWait, nil, at(400 * time.Millisecond)},
 		{"handoff while paused: wait for the renewal", leased(func(v *readerView) {
 			v.handingOff, v.paused, v.stopAt, v.renewAt = true, true, t0, at(250*time.Millisecond)
 		}), actWait, nil, at(250 * time.Millisecond)},
@@ -138,6 +142,59 @@ func TestNextTick(t *testing.T) {
 	} {
 		if got := nextTick(t0.Add(tt.last), t0.Add(tt.now), time.Second); !got.Equal(t0.Add(tt.want)) {
 			t.Errorf("nextTick(last %s, now %s) = %s, want %s", tt.last, tt.now, got.Sub(t0), tt.want)
+		}
+	}
+}
+
+// Over random views: a wait never ends at a time already past (that would spin the reader),
+// a paused or handing-off reader offers nothing and reads nothing, and nothing is offered past
+// the in-flight limit.
+func TestDecideProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Unix(1000, 0)
+	when := func() time.Time {
+		switch rng.IntN(4) {
+		case 0:
+			return time.Time{}
+		case 1:
+			return t0.Add(-time.Duration(rng.IntN(1000)) * time.Millisecond)
+		}
+		return t0.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+	}
+	for i := range 20000 {
+		v := readerView{
+			now: t0, leased: rng.IntN(2) == 0, paused: rng.IntN(3) == 0,
+			stopAt: when(), renewAt: when(), checkpointAt: when(),
+			ended: rng.IntN(4) == 0, endWritten: rng.IntN(2) == 0, finishRetry: when(),
+			handingOff: rng.IntN(3) == 0, handoffBy: when(), handoffRetry: when(),
+			buffered: rng.IntN(3), fetchAt: when(), maxInFlight: 1 + rng.IntN(3),
+		}
+		v.inFlight = rng.IntN(v.maxInFlight + 1)
+		v.unsettled = rng.IntN(v.inFlight + 1)
+		if rng.IntN(2) == 0 {
+			v.prepared = &delivery{seq: "next"}
+		}
+		if v.inFlight > v.unsettled && rng.IntN(2) == 0 {
+			v.resend = &delivery{seq: "nacked", state: stateNacked, resendAt: when()}
+		}
+		if !v.leased {
+			v.paused, v.handingOff = false, false // only a lease can pause or be handed over
+		}
+		if v.leased && v.paused {
+			v.stopAt = t0.Add(-time.Second) // a paused reader is past its stop point, or resumes
+		}
+		s := decide(v)
+		if s.do != actWait {
+			continue
+		}
+		if !s.until.IsZero() && !s.until.After(t0) {
+			t.Fatalf("view %d: %+v\nwaits until %v, which is not after now", i, v, s.until.Sub(t0))
+		}
+		if s.offer != nil && (v.paused || v.handingOff) {
+			t.Fatalf("view %d: %+v\noffers a message while paused or handing off", i, v)
+		}
+		if s.offer != nil && s.offer == v.prepared && v.inFlight >= v.maxInFlight {
+			t.Fatalf("view %d: %+v\noffers a new record with the window full", i, v)
 		}
 	}
 }
