@@ -310,9 +310,11 @@ type SubscriberConfig struct {
 	CloseTimeout time.Duration
 	// RequestTimeout bounds each Kinesis call (GetRecords, GetShardIterator, ListShards) and
 	// each lease store call of the coordinator, timed on Clock. A call that outlasts it, or
-	// that the HTTP client times out, is retried as a transient failure. A reader's own
-	// renewals and checkpoints are bounded by LeaseRenewInterval as well, so that a hung store
-	// cannot hold it past the point where it must stop. Default: 10 s.
+	// that the HTTP client times out, is retried as a transient failure; a shard's reads
+	// that keep timing out get up to 8 times as long, so that a slow server's answers get
+	// through. A reader's own renewals and checkpoints are bounded by LeaseRenewInterval as
+	// well, so that a hung store cannot hold it past the point where it must stop.
+	// Default: 10 s.
 	RequestTimeout time.Duration
 
 	// Clock times leases, renewals, checkpoints and reads. Tests inject a *clock.Fake to

@@ -30,6 +30,7 @@ type fetchState struct {
 	children    []types.ChildShard // the ChildShards of the read that reached the end
 	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
 	failures    int                // consecutive failed reads, for backoff
+	timeouts    int                // consecutive Kinesis calls that timed out (callContext)
 }
 
 // fetch reads the next batch. Throttling and transient failures only postpone the next read
@@ -42,6 +43,7 @@ func (r *shardReader) fetch() error {
 	ctx, cancel := r.callContext()
 	out, err := cfg.Client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
 	cancel()
+	r.noteCall(err)
 	if err != nil {
 		return r.fetchFailed(err)
 	}
@@ -138,8 +140,29 @@ func (r *shardReader) fetchFailed(err error) error {
 // callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
 // clock. A call that outlasts it fails with a context error while r.ctx is live, which
 // classify counts as transient.
+//
+// After calls that timed out, the next one may take longer: RequestTimeout doubles with each
+// timeout in a row, up to maxTimeoutDoublings times, and is back to RequestTimeout after a
+// call that did not time out. A hung connection is still cut at RequestTimeout; a server that
+// is only slow (an overloaded emulator took over 10 s for reads that Watermill's concurrent
+// subscribe test makes by the hundred) gets its answers through instead of being asked the
+// same thing again and again, each abandoned call adding to its load.
 func (r *shardReader) callContext() (context.Context, context.CancelFunc) {
-	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, r.sub.cfg.RequestTimeout)
+	d := r.sub.cfg.RequestTimeout << min(r.timeouts, maxTimeoutDoublings)
+	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, d)
+}
+
+// maxTimeoutDoublings caps how far callContext stretches RequestTimeout after timeouts.
+const maxTimeoutDoublings = 3
+
+// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext.
+func (r *shardReader) noteCall(err error) {
+	switch {
+	case err == nil:
+		r.timeouts = 0
+	case r.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		r.timeouts++
+	}
 }
 
 // readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
@@ -227,8 +250,9 @@ func (r *shardReader) getIterator(pos position) (string, error) {
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	}
 	ctx, cancel := r.callContext()
-	defer cancel()
 	out, err := r.sub.cfg.Client.GetShardIterator(ctx, in)
+	cancel()
+	r.noteCall(err)
 	if err != nil {
 		return "", err
 	}
