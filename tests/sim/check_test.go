@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
@@ -44,10 +45,13 @@ type violation struct {
 	msg string
 }
 
-// tenure is one continuous run of deliveries of a shard by one deliverer: it ends when the
-// instance reports the shard acquired, revoked or lost (OnShardAcquired/Revoked/Lost; the hooks
-// do not say which subscription they are about, so they end the tenures of every subscription
-// of the instance).
+// tenure is one continuous run of deliveries of a shard by one deliverer. A new one begins when
+// the instance gets an iterator from the shard's checkpoint (a reader starting or restarting:
+// hookRestart), which is seen before the reader's first delivery. The driver's hooks make
+// poor boundaries: OnShardAcquired can run after the new reader's first send, and a reader that
+// reached a shard's end and could not release its lease stops with no hook at all. An
+// iterator call does not say which subscription made it, so it begins new tenures for every
+// subscription of the instance.
 type tenure struct {
 	by         deliverer
 	slot       string
@@ -56,8 +60,6 @@ type tenure struct {
 	count      int
 	last       map[string]int       // key -> highest number delivered in this tenure
 	seen       map[pubRec]*delivery // the latest delivery of each record in this tenure
-	closing    bool
-	closedAt   time.Time
 }
 
 func (t *tenure) String() string {
@@ -90,16 +92,11 @@ func (w *world) tenures() (map[string][]*tenure, []violation) {
 	var vs []violation
 	for _, it := range items {
 		if h := it.h; h != nil {
-			for by, t := range cur[h.shard] {
-				if by.inst != h.inst {
-					continue
-				}
-				if h.kind == hookAcquired {
-					delete(cur[h.shard], by)
-				} else {
-					// A handler may record the reader's last send just after the reader's
-					// hook ran; deliveries at the hook's instant still belong to the tenure.
-					t.closing, t.closedAt = true, h.at
+			if h.kind == hookRestart {
+				for by := range cur[h.shard] {
+					if by.inst == h.inst {
+						delete(cur[h.shard], by)
+					}
 				}
 			}
 			continue
@@ -109,7 +106,7 @@ func (w *world) tenures() (map[string][]*tenure, []violation) {
 			cur[d.shard] = map[deliverer]*tenure{}
 		}
 		t := cur[d.shard][d.by]
-		if t == nil || (t.closing && !d.at.Equal(t.closedAt)) {
+		if t == nil {
 			t = &tenure{by: d.by, slot: d.slot, shard: d.shard, start: d.at, last: map[string]int{}, seen: map[pubRec]*delivery{}}
 			cur[d.shard][d.by] = t
 			all[d.shard] = append(all[d.shard], t)
@@ -242,21 +239,27 @@ func (w *world) checkLeases() []violation {
 // refused) may redeliver what the instances it hit acked since their last checkpoint: the
 // budget is the acks they made from riskBefore before it until it ended, plus, per disruption,
 // MaxInFlight records per shard (acked above an unacked one, so above the watermark). Clean
-// closes, handoffs, throttling, 5xx, expired iterators and reshards redeliver nothing acked.
-func (w *world) checkDuplicates() (dups, budget int, vs []violation) {
-	firstAck := map[pubRec]int{}
+// closes and handoffs redeliver only what was acked above the watermark: MaxInFlight-1 records
+// of the previous deliverer per change of tenure. Throttling, 5xx, expired iterators and
+// reshards redeliver nothing acked.
+func (w *world) checkDuplicates(all map[string][]*tenure) (dups, budget int, vs []violation) {
+	budget = w.windowBudget(all)
+	firstAck := map[pubRec]*delivery{}
 	for _, d := range w.deliveries {
-		if d.acked {
-			if o, ok := firstAck[pubRec{d.key, d.n}]; !ok || d.ackOrd < o {
-				firstAck[pubRec{d.key, d.n}] = d.ackOrd
-			}
+		if o, ok := firstAck[pubRec{d.key, d.n}]; d.acked && (!ok || d.ackOrd < o.ackOrd) {
+			firstAck[pubRec{d.key, d.n}] = d
 		}
 	}
 	shards := map[string]bool{}
+	var examples []string
 	for _, d := range w.deliveries {
 		shards[d.shard] = true
-		if o, ok := firstAck[pubRec{d.key, d.n}]; ok && d.ord > o {
+		if o, ok := firstAck[pubRec{d.key, d.n}]; ok && d.ord > o.ackOrd {
 			dups++
+			if len(examples) < 3 {
+				examples = append(examples, fmt.Sprintf("%s/%d acked by %s#%d/sub%d at %s, again to %s#%d/sub%d at %s from %s",
+					d.key, d.n, o.slot, o.by.inst, o.by.sub, rel(o.ackAt), d.slot, d.by.inst, d.by.sub, rel(d.at), d.shard))
+			}
 		}
 	}
 	for _, x := range w.disrupt {
@@ -269,8 +272,21 @@ func (w *world) checkDuplicates() (dups, budget int, vs []violation) {
 		}
 	}
 	if dups > budget {
-		vs = append(vs, violation{invDuplicates, fmt.Sprintf("%d duplicate deliveries; the %d disruptions explain at most %d",
-			dups, len(w.disrupt), budget)})
+		vs = append(vs, violation{invDuplicates, fmt.Sprintf("%d duplicate deliveries; the %d disruptions explain at most %d; e.g. %s",
+			dups, len(w.disrupt), budget, strings.Join(examples, "; "))})
 	}
 	return dups, budget, vs
+}
+
+// windowBudget is what changes of tenure may redeliver: the records the previous deliverer
+// acked above its watermark, at most MaxInFlight-1 of them.
+func (w *world) windowBudget(all map[string][]*tenure) int {
+	budget := 0
+	for _, ts := range all {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].start.Before(ts[j].start) })
+		for i := 1; i < len(ts); i++ {
+			budget += w.insts[ts[i-1].by.inst].maxIF - 1
+		}
+	}
+	return budget
 }

@@ -18,9 +18,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
@@ -74,7 +76,7 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		return func(ev kinesis.ShardEvent) { w.hook(in, kind, ev) }
 	}
 	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		Client:             &simClient{g: in.gate, log: w.log},
+		Client:             &simClient{g: in.gate, log: w.log, w: w, inst: in},
 		ConsumerGroup:      simGroup,
 		LeaseStore:         &simStore{w: w, inst: in, s: w.store},
 		WorkerID:           slot,
@@ -93,7 +95,7 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		OnShardRevoked:     hook(hookRevoked),
 		OnShardLost:        hook(hookLost),
 		Clock:              scaledClock{base: w.start, rate: rate},
-	}, nil)
+	}, w.logger(in))
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +106,29 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 	w.mu.Unlock()
 	return in, nil
 }
+
+// logger is nil (silence) unless SIM_TRACE asks for the driver's logs, prefixed with the
+// instance and fake time.
+func (w *world) logger(in *instance) watermill.LoggerAdapter {
+	if !traceNotes {
+		return nil
+	}
+	return traceLogger{w: w, in: in}
+}
+
+type traceLogger struct {
+	w  *world
+	in *instance
+}
+
+func (l traceLogger) log(level, msg string, err error, f watermill.LogFields) {
+	fmt.Fprintf(os.Stderr, "seed %d: %9s  %s#%d %s %s %v %v\n", l.w.seed, l.w.since().Round(time.Millisecond), l.in.name, l.in.id, level, msg, err, f)
+}
+func (l traceLogger) Error(msg string, err error, f watermill.LogFields) { l.log("ERROR", msg, err, f) }
+func (l traceLogger) Info(msg string, f watermill.LogFields)             { l.log("INFO", msg, nil, f) }
+func (l traceLogger) Debug(msg string, f watermill.LogFields)            { l.log("DEBUG", msg, nil, f) }
+func (l traceLogger) Trace(string, watermill.LogFields)                  {}
+func (l traceLogger) With(watermill.LogFields) watermill.LoggerAdapter   { return l }
 
 // run subscribes (retrying while the group's store or Kinesis refuses) and starts a handler
 // per subscription. It returns when the instance is closed or crashed.

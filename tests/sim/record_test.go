@@ -5,10 +5,15 @@ package sim_test
 // the world's lock, which is the order the checks replay them in.
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -55,6 +60,9 @@ const (
 	hookAcquired hookKind = "acquired"
 	hookRevoked  hookKind = "revoked"
 	hookLost     hookKind = "lost"
+	// hookRestart is not a driver hook: it is a GetShardIterator from where the group's
+	// checkpoint is (or from the initial position), i.e. a reader (re)starting the shard.
+	hookRestart hookKind = "restart"
 )
 
 type hookRec struct {
@@ -103,6 +111,9 @@ func (w *world) deliver(in *instance, sub int, msg *message.Message) *delivery {
 	if in.crashed {
 		return nil
 	}
+	if traceNotes {
+		fmt.Fprintf(os.Stderr, "seed %d: %9s  deliver %s#%d/sub%d %s %s/%s\n", w.seed, w.since().Round(time.Millisecond), in.name, in.id, sub, info.ShardID, msg.Metadata.Get("key"), msg.Metadata.Get("n"))
+	}
 	d := &delivery{
 		ord: w.nextOrd(), at: time.Now(), by: deliverer{in.id, sub}, slot: in.name,
 		shard: info.ShardID, seq: info.SequenceNumber, key: msg.Metadata.Get("key"), n: n,
@@ -121,6 +132,30 @@ func (w *world) hook(in *instance, kind hookKind, ev kinesis.ShardEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.hooks = append(w.hooks, hookRec{ord: w.nextOrd(), at: time.Now(), inst: in.id, shard: ev.ShardID, kind: kind})
+	if traceNotes {
+		fmt.Fprintf(os.Stderr, "seed %d: %9s  hook %s#%d %s %s\n", w.seed, w.since().Round(time.Millisecond), in.name, in.id, kind, ev.ShardID)
+	}
+}
+
+// iterator records a GetShardIterator that (re)starts a shard from its checkpoint, which begins
+// a new tenure of the instance's subscriptions on it. One that continues after the last record
+// read (an expired iterator renewed) begins none, unless that record is also the checkpoint,
+// where there is nothing it could go back to anyway.
+func (w *world) iterator(in *instance, it *awskinesis.GetShardIteratorInput) {
+	shard := aws.ToString(it.ShardId)
+	ckpt := ""
+	if ls, err := w.store.List(context.Background(), simGroup, simStream); err == nil {
+		for _, l := range ls {
+			if l.ShardID == shard {
+				ckpt = l.Checkpoint
+			}
+		}
+	}
+	seq := aws.ToString(it.StartingSequenceNumber)
+	if seq != "" && seq != ckpt {
+		return
+	}
+	w.hook(in, hookRestart, kinesis.ShardEvent{ShardID: shard})
 }
 
 func (w *world) noteOwner(in *instance, how string, l lease.Lease) {

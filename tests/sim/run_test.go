@@ -194,7 +194,7 @@ func (w *world) outcome(leaks []string) *outcome {
 		o.violations = append(o.violations, violation{invCleanup, e})
 	}
 	o.violations = append(o.violations, w.checkLeases()...)
-	dups, budget, dv := w.checkDuplicates()
+	dups, budget, dv := w.checkDuplicates(all)
 	o.violations = append(o.violations, dv...)
 	tenures := 0
 	for _, ts := range all {

@@ -134,8 +134,10 @@ func (g *gate) enter(ctx context.Context, store bool) error {
 // Kinesis faults (throttling, 5xx, expired iterators, access denied) come from memlog's own
 // fault hook, which every instance's calls meet after the gate.
 type simClient struct {
-	g   *gate
-	log *memlog.Log
+	g    *gate
+	log  *memlog.Log
+	w    *world
+	inst *instance
 }
 
 var _ kinesis.KinesisAPI = (*simClient)(nil)
@@ -165,6 +167,7 @@ func (c *simClient) GetShardIterator(ctx context.Context, in *awskinesis.GetShar
 	if err := c.g.enter(ctx, false); err != nil {
 		return nil, err
 	}
+	c.w.iterator(c.inst, in)
 	return c.log.GetShardIterator(ctx, in, o...)
 }
 
