@@ -73,11 +73,15 @@ func (w *world) ensureLive() {
 	}
 }
 
-// drain waits until every acked publish has been delivered and acked, or drainLimit passes.
+// drain waits until every acked publish has been delivered and acked, or drainLimit passes,
+// and at least settleTail: readers paused by a fault renew and resume (or stop) before Close,
+// so that Close finds the group settled. (Closing a paused reader straight away leaves its
+// lease behind to expire; that is a slower handover, not a broken one.)
 func (w *world) drain() bool {
+	settled := time.Now().Add(settleTail)
 	deadline := time.Now().Add(drainLimit)
 	for time.Now().Before(deadline) {
-		if w.allAcked() {
+		if w.allAcked() && !time.Now().Before(settled) {
 			return true
 		}
 		time.Sleep(500 * time.Millisecond)
