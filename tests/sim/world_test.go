@@ -34,7 +34,7 @@ const (
 	leaseDuration      = 5 * time.Second
 	leaseSyncInterval  = time.Second
 	shardSyncInterval  = 5 * time.Second
-	handoffTimeout     = 4 * time.Second
+	handoffTimeout     = leaseDuration
 	checkpointInterval = time.Second
 	pollInterval       = 200 * time.Millisecond
 	minReadInterval    = 50 * time.Millisecond
