@@ -48,12 +48,16 @@ type mix struct {
 // isolate one family of faults to find out which invariant catches which bug.
 var mixes = map[string]mix{
 	"all": {name: "all", twoSubs: 0.25, weights: [numEventKinds]int{
-		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 3, evOutage: 2, evSlowStore: 2,
-		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 2, evSplit: 1, evMerge: 1, evShardCount: 1}},
+		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 4, evOutage: 2, evSlowStore: 3,
+		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1}},
 	// no second subscriptions: what the faults alone find
 	"faults": {name: "faults", weights: [numEventKinds]int{
-		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 3, evOutage: 2, evSlowStore: 2,
-		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 2, evSplit: 1, evMerge: 1, evShardCount: 1}},
+		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 4, evOutage: 2, evSlowStore: 3,
+		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1}},
+	// what makes readers stop and restart while their instance lives: refused reads, an
+	// instance cut off from the lease table while others take its shards, a slow table
+	"restarts": {name: "restarts", weights: [numEventKinds]int{
+		evStart: 4, evClose: 1, evCrash: 1, evPause: 2, evCutOff: 4, evOutage: 2, evSlowStore: 3, evDenied: 5}},
 	// instances come and go cleanly, some with two subscriptions; no faults
 	"subs": {name: "subs", twoSubs: 0.5, weights: [numEventKinds]int{evStart: 4, evClose: 2}},
 	// the calm baseline: clean starts and closes, retryable Kinesis trouble, reshards

@@ -5,7 +5,7 @@
 //
 //	go test ./tests/sim                                  seeds 1..200 (SIM_SEEDS to change)
 //	SIM_SEED=17 go test ./tests/sim -run TestSimulation  seed 17 alone, with its schedule
-//	SIM_MIX=faults|subs|calm                             another scenario family (events_test.go)
+//	SIM_MIX=faults|restarts|subs|calm                    another scenario family (events_test.go)
 //	make sim SEEDS=1000                                  without -race, a line per failing seed
 //	                                                     and a summary line
 //	SIM_TRACE=1                                          print the schedule as it is applied

@@ -7,7 +7,6 @@ package sim_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -222,14 +221,4 @@ func (w *world) publish(msgs []pubRec) {
 	w.mu.Lock()
 	w.published = append(w.published, msgs...)
 	w.mu.Unlock()
-}
-
-// errIs reports whether err is one of targets.
-func errIs(err error, targets ...error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
 }
