@@ -99,7 +99,7 @@ func (e event) String() string {
 
 const (
 	runLength   = 30 * time.Second  // events and publishing happen in [0, runLength)
-	drainLimit  = 3 * time.Minute   // the quiet tail may take this long to deliver everything
+	drainLimit  = 5 * time.Minute   // the quiet tail may take this long to deliver everything
 	settleTail  = 2 * leaseDuration // and takes at least this long
 	maxEvents   = 14
 	firstEvents = 1 * time.Second
