@@ -50,7 +50,7 @@ quickstart_check:
 
 # The seeded simulation of a consumer group (tests/sim) without the race detector: SEEDS seeds
 # (1..SEEDS), one line per failing seed and a summary of how many ran and failed. SIM_MIX picks
-# a scenario family (all, faults, subs, calm); SIM_SEED=n go test ./tests/sim replays one seed.
+# a scenario family (all, faults, restarts, subs, calm); SIM_SEED=n go test ./tests/sim replays one seed.
 SEEDS ?= 1000
 .PHONY: sim
 sim:
