@@ -47,3 +47,11 @@ quickstart:
 quickstart_check:
 	$(GO) vet ./_examples/quickstart
 	$(GO) run ./_examples/quickstart > /dev/null
+
+# The seeded simulation of a consumer group (tests/sim) without the race detector: SEEDS seeds
+# (1..SEEDS), one line per failing seed and a summary of how many ran and failed. SIM_MIX picks
+# a scenario family (all, faults, restarts, subs, calm); SIM_SEED=n go test ./tests/sim replays one seed.
+SEEDS ?= 1000
+.PHONY: sim
+sim:
+	cd tests/sim && SIM_SEEDS=$(SEEDS) SIM_BRIEF=1 $(GO) test -count=1 -timeout=60m -run '^TestSimulation$$'

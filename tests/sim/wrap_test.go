@@ -1,0 +1,303 @@
+package sim_test
+
+// The seams through which the simulation reaches into each instance: its clock, its Kinesis
+// client and its lease store. Each instance gets its own wrappers, so that a crash, a pause or
+// a cut-off hits that instance alone while the others go on, and so that every lease-store
+// write can be attributed to the instance that made it.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+var (
+	errCrashed = errors.New("sim: connection refused (instance crashed)")
+	errCutOff  = errors.New("sim: lease store unreachable from this instance")
+	errOutage  = errors.New("sim: lease store unavailable (503)")
+)
+
+// scaledClock is the bubble's clock running at rate (1.02 = 2 % fast). Time inside a synctest
+// bubble is fake, so the driver gets fake time through the ordinary Clock interface; the rate
+// makes instances disagree about durations the way real machines' clocks drift.
+type scaledClock struct {
+	base time.Time
+	rate float64
+}
+
+var _ clock.Clock = scaledClock{}
+
+func (c scaledClock) Now() time.Time {
+	return c.base.Add(time.Duration(float64(time.Since(c.base)) * c.rate))
+}
+
+// real is how much bubble time passes while this clock advances d, rounded up (and a
+// nanosecond more, for the float): a timer must never fire before its clock reads its
+// deadline, or the driver, finding it not yet due, re-arms a zero timer and spins at one fake
+// instant forever.
+func (c scaledClock) real(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return time.Duration(math.Ceil(float64(d)/c.rate)) + 1
+}
+
+func (c scaledClock) NewTimer(d time.Duration) clock.Timer {
+	return scaledTimer{time.NewTimer(c.real(d)), c}
+}
+
+func (c scaledClock) NewTicker(d time.Duration) clock.Ticker {
+	return scaledTicker{time.NewTicker(max(c.real(d), 1))}
+}
+
+type scaledTimer struct {
+	t *time.Timer
+	c scaledClock
+}
+
+func (t scaledTimer) C() <-chan time.Time   { return t.t.C }
+func (t scaledTimer) Reset(d time.Duration) { t.t.Reset(t.c.real(d)) }
+func (t scaledTimer) Stop()                 { t.t.Stop() }
+
+type scaledTicker struct{ t *time.Ticker }
+
+func (t scaledTicker) C() <-chan time.Time { return t.t.C }
+func (t scaledTicker) Stop()               { t.t.Stop() }
+
+// gateMode is how an instance's calls to the outside fare.
+type gateMode int
+
+const (
+	gateOpen    gateMode = iota // calls go through
+	gatePaused                  // calls wait until the pause ends (or their context does)
+	gateHang                    // crashed: calls wait until the run ends, then fail
+	gateRefused                 // crashed: calls fail at once
+)
+
+// gate is the network link of one instance. Its mode changes close wake, so that every call
+// waiting at the gate looks again.
+type gate struct {
+	mu       sync.Mutex
+	mode     gateMode
+	wake     chan struct{}
+	cutUntil time.Time // the lease store is unreachable from this instance until then
+}
+
+func newGate() *gate { return &gate{wake: make(chan struct{})} }
+
+func (g *gate) set(m gateMode) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mode = m
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+func (g *gate) cut(until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cutUntil = until
+}
+
+// enter blocks while the instance is paused or hung, and says whether the call may proceed.
+func (g *gate) enter(ctx context.Context, store bool) error {
+	for {
+		g.mu.Lock()
+		mode, wake, cut := g.mode, g.wake, store && time.Now().Before(g.cutUntil)
+		g.mu.Unlock()
+		switch {
+		case mode == gateRefused:
+			return errCrashed
+		case mode == gateOpen && cut:
+			return errCutOff
+		case mode == gateOpen:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// simClient is one instance's Kinesis client: memlog behind the instance's gate. World-wide
+// Kinesis faults (throttling, 5xx, expired iterators, access denied) come from memlog's own
+// fault hook, which every instance's calls meet after the gate.
+type simClient struct {
+	g    *gate
+	log  *memlog.Log
+	w    *world
+	inst *instance
+}
+
+var _ kinesis.KinesisAPI = (*simClient)(nil)
+
+func (c *simClient) PutRecord(ctx context.Context, in *awskinesis.PutRecordInput, o ...func(*awskinesis.Options)) (*awskinesis.PutRecordOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.PutRecord(ctx, in, o...)
+}
+
+func (c *simClient) PutRecords(ctx context.Context, in *awskinesis.PutRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.PutRecordsOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.PutRecords(ctx, in, o...)
+}
+
+func (c *simClient) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, o ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.ListShards(ctx, in, o...)
+}
+
+func (c *simClient) GetShardIterator(ctx context.Context, in *awskinesis.GetShardIteratorInput, o ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	c.w.iterator(c.inst, in)
+	return c.log.GetShardIterator(ctx, in, o...)
+}
+
+func (c *simClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.GetRecords(ctx, in, o...)
+}
+
+func (c *simClient) DescribeStreamSummary(ctx context.Context, in *awskinesis.DescribeStreamSummaryInput, o ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamSummaryOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.DescribeStreamSummary(ctx, in, o...)
+}
+
+func (c *simClient) CreateStream(ctx context.Context, in *awskinesis.CreateStreamInput, o ...func(*awskinesis.Options)) (*awskinesis.CreateStreamOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.CreateStream(ctx, in, o...)
+}
+
+// simStore is one instance's lease store: the shared MemoryStore behind the instance's gate
+// and the world's store faults, recording every ownership change and checkpoint write.
+type simStore struct {
+	w    *world
+	inst *instance
+	s    lease.Store
+}
+
+var _ lease.Store = (*simStore)(nil)
+
+// call runs op through the gate and the world's store faults. A slow store delays half before
+// the write and half after it, so that some writes are applied long before the caller hears.
+func (s *simStore) call(ctx context.Context, op func() (lease.Lease, error)) (lease.Lease, error) {
+	if err := s.inst.gate.enter(ctx, true); err != nil {
+		return lease.Lease{}, err
+	}
+	delay, err := s.w.storeFault()
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	if err := sleepCtx(ctx, delay/2); err != nil {
+		return lease.Lease{}, err
+	}
+	l, err := op()
+	if err2 := sleepCtx(ctx, delay-delay/2); err2 != nil && err == nil {
+		// The write happened; the caller just never hears of it, as with a lost response.
+		return lease.Lease{}, err2
+	}
+	return l, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *simStore) Create(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	out, err := s.call(ctx, func() (lease.Lease, error) { return s.s.Create(ctx, l) })
+	if err == nil {
+		s.w.noteOwner(s.inst, "create", out)
+	}
+	return out, err
+}
+
+func (s *simStore) List(ctx context.Context, group, stream string) ([]lease.Lease, error) {
+	var out []lease.Lease
+	_, err := s.call(ctx, func() (lease.Lease, error) {
+		var err error
+		out, err = s.s.List(ctx, group, stream)
+		return lease.Lease{}, err
+	})
+	return out, err
+}
+
+func (s *simStore) Take(ctx context.Context, observed lease.Lease, owner string) (lease.Lease, error) {
+	out, err := s.call(ctx, func() (lease.Lease, error) {
+		l, err := s.s.Take(ctx, observed, owner)
+		if err == nil {
+			s.w.noteOwner(s.inst, "take", l) // noted as applied, even if the answer gets lost
+		}
+		return l, err
+	})
+	return out, err
+}
+
+func (s *simStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	return s.call(ctx, func() (lease.Lease, error) { return s.s.Renew(ctx, held) })
+}
+
+func (s *simStore) Checkpoint(ctx context.Context, held lease.Lease, checkpoint string) (lease.Lease, error) {
+	return s.call(ctx, func() (lease.Lease, error) {
+		l, err := s.s.Checkpoint(ctx, held, checkpoint)
+		s.w.noteCheckpoint(s.inst, held, checkpoint, l, err)
+		return l, err
+	})
+}
+
+func (s *simStore) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	return s.call(ctx, func() (lease.Lease, error) {
+		l, err := s.s.Release(ctx, held)
+		if err == nil {
+			s.w.noteOwner(s.inst, "release", l)
+		}
+		return l, err
+	})
+}
+
+func (s *simStore) RequestHandoff(ctx context.Context, observed lease.Lease, taker string) (lease.Lease, error) {
+	return s.call(ctx, func() (lease.Lease, error) { return s.s.RequestHandoff(ctx, observed, taker) })
+}
+
+func (s *simStore) Handoff(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	return s.call(ctx, func() (lease.Lease, error) {
+		l, err := s.s.Handoff(ctx, held)
+		if err == nil {
+			s.w.noteOwner(s.inst, "handoff", l)
+		}
+		return l, err
+	})
+}
