@@ -278,7 +278,9 @@ type SubscriberConfig struct {
 	ShardSyncInterval time.Duration
 	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
 	// waits for the owner to hand it over before taking it. The owner lets the messages in
-	// flight finish for up to half of it, checkpoints, and hands over. Default: 10 s.
+	// flight finish for up to half of it, checkpoints, and hands over. The taker waits at
+	// least 0.8 × LeaseDuration (the owner's stop point), so that an owner that never saw the
+	// request has stopped delivering by then. Default: 10 s.
 	HandoffTimeout time.Duration
 
 	// OnShardAcquired is called when this instance starts reading a shard of a group, before

@@ -105,7 +105,7 @@ func (c *subscription) takeOverdue(now time.Time) []*shardReader {
 		switch {
 		case !ok || l.Owner == c.cfg.WorkerID || l.PendingOwner != c.cfg.WorkerID:
 			delete(c.asked, id)
-		case now.Sub(c.asked[id]) >= c.cfg.HandoffTimeout && c.eligible(l):
+		case now.Sub(c.asked[id]) >= handoffTakeAfter(c.cfg) && c.eligible(l):
 			c.logger.Info("Owner did not hand the lease over in time; taking it", c.logFields().Add(watermill.LogFields{"shard": id, "owner": l.Owner}))
 			if r := c.take(l); r != nil {
 				started = append(started, r)
@@ -162,4 +162,13 @@ func (c *subscription) parentsDone(parents []string) bool {
 		}
 	}
 	return true
+}
+
+// handoffTakeAfter is how long after asking for a lease a worker takes it itself:
+// HandoffTimeout, but never before the owner's stop point has passed since the request. An
+// owner whose last successful renewal came before the request stops delivering by then; one
+// whose renewal came after it saw the request in that renewal and stopped sending. So the taker
+// never reads the shard while the owner still delivers, whatever HandoffTimeout is set to.
+func handoffTakeAfter(cfg SubscriberConfig) time.Duration {
+	return max(cfg.HandoffTimeout, leaseStopAfter(cfg))
 }

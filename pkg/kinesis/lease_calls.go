@@ -46,9 +46,27 @@ func (r *shardReader) startLease(now time.Time) {
 
 // renewedWith records a successful owner write (renewal or checkpoint) sent at sentAt: the
 // lease as it now is, and a stop point counted from sentAt.
+//
+// The lease as written also says whether another worker asked for it: the reader starts
+// handing over at once, not only when its coordinator's next lease sync passes the request on.
+// A coordinator cut off from the store passes nothing on, and the taker takes the lease once
+// HandoffTimeout is up: an owner that renewed, saw no request and went on delivering read the
+// shard together with the taker (found by the simulation in tests/sim).
 func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
 	r.renewed = sentAt
+	if l.PendingOwner != "" && l.PendingOwner != l.Owner {
+		r.beginHandoff()
+	}
+}
+
+// beginHandoff stops sending: another worker asked for the lease. The messages in flight get
+// up to half of HandoffTimeout, counted from now, to be settled.
+func (r *shardReader) beginHandoff() {
+	if !r.handingOff {
+		r.handingOff = true
+		r.handoffBy = r.now().Add(r.sub.cfg.HandoffTimeout / 2)
+	}
 }
 
 // leaseCall runs one lease store call for the reader, bounded by storeTimeout and, unless the
@@ -148,12 +166,25 @@ func (r *shardReader) resume() {
 	r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
 }
 
-// checkpoint writes the watermark if it moved. Checkpoint writes also renew the lease.
+// checkpoint writes the checkpoint target if it moved. Checkpoint writes also renew the lease.
 func (r *shardReader) checkpoint(ctx context.Context) error {
-	if r.held == nil || r.acked == r.saved {
+	target := r.checkpointTarget()
+	if r.held == nil || target == "" || target == r.saved {
 		return nil
 	}
-	return r.writeCheckpoint(ctx, r.acked)
+	return r.writeCheckpoint(ctx, target)
+}
+
+// checkpointTarget is where the shard's checkpoint belongs now: SHARD_END once the shard is
+// read to its end and every record of it is done, the watermark before that. Every write of
+// the reader (periodic, handoff, final) aims there, so the checkpoint never moves back: a
+// SHARD_END whose answer was lost (the write passed, the call timed out) was followed by the
+// watermark of the last record in the simulation.
+func (r *shardReader) checkpointTarget() string {
+	if r.atEnd() {
+		return lease.ShardEnd
+	}
+	return r.acked
 }
 
 // writeCheckpoint writes seq as the shard's checkpoint. A failure other than a lost lease is
@@ -183,7 +214,7 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 // redelivery. (Tried once on the way out, a failed SHARD_END made the next owner deliver the
 // whole shard's tail again: 233 records in one run.)
 func (r *shardReader) finish() error {
-	err := r.writeCheckpoint(r.ctx, lease.ShardEnd)
+	err := r.checkpoint(r.ctx)
 	if err != nil || r.saved == lease.ShardEnd {
 		r.finishFailures = 0
 		return err
@@ -237,16 +268,12 @@ func (r *shardReader) revokeOnce() {
 // on a context of its own since the reader's is usually cancelled by now. Half of
 // CloseTimeout bounds it, so that Close still returns in time, with every channel closed,
 // when the store hangs.
-func (r *shardReader) giveUp(shardEnded bool) {
+func (r *shardReader) giveUp() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
 	defer cancel()
 	r.revokeOnce()
-	seq := lease.ShardEnd // written by finish already, before a shard counts as ended
-	if !shardEnded {
-		r.settleWindow(r.now()) // the hook may have acked
-		seq = r.acked
-	}
-	if seq != "" && seq != r.saved {
+	r.settleWindow(r.now()) // the hook may have acked
+	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 		if err != nil {
 			r.sub.logger.Error("Final checkpoint failed; the next owner will redeliver since the last one", err,

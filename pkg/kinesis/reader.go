@@ -111,7 +111,7 @@ func (r *shardReader) run() {
 		r.cancelWindow()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
-			r.giveUp(exit.shardEnded)
+			r.giveUp()
 		}
 		if r.wake != nil {
 			r.wake.Stop()
@@ -253,16 +253,18 @@ func (r *shardReader) wait(s step) error {
 	case <-nacked:
 	case <-r.wakeAt(s.until):
 	case <-handoff:
-		// The wait for the messages in flight counts from the request, not from when this
-		// wait began, which may be long ago.
-		r.handingOff = true
-		r.handoffBy = r.now().Add(r.sub.cfg.HandoffTimeout / 2)
+		r.beginHandoff()
 	case <-r.lost:
 		return fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
 	case <-r.ctx.Done():
 		return r.ctx.Err()
 	}
 	return nil
+}
+
+// atEnd: the shard is closed, read to its end, and every record of it is done.
+func (r *shardReader) atEnd() bool {
+	return r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0
 }
 
 // wakeAt returns a channel that fires at 'at' (nil for the zero time). One timer per reader
