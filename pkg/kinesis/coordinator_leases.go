@@ -41,6 +41,10 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	})
 	var started []*shardReader
 	for _, l := range list {
+		if l.Owner == me && l.Checkpoint == lease.ShardEnd && !c.readers.has(l.ShardID) {
+			c.releaseFinished(l)
+			continue
+		}
 		// Ours with no reader: handed to this worker, or left by a reader that stopped when
 		// it could not renew. Taking it again bumps the counter and the generation, so that
 		// nobody judges it expired from before and no earlier reader of ours can write.
@@ -60,6 +64,20 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	}
 	started = append(started, c.takeOverdue(now)...)
 	return started, nil
+}
+
+// releaseFinished releases a lease of ours at SHARD_END whose reader could not release it (the
+// store failed at that moment), so that the lease table shows no owner for a finished shard.
+// Nobody reads the shard again either way; a failure is left to the next sync.
+func (c *subscription) releaseFinished(l lease.Lease) {
+	ctx, cancel := c.callContext()
+	defer cancel()
+	released, err := c.cfg.LeaseStore.Release(ctx, l)
+	if err != nil {
+		c.logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return
+	}
+	c.leases[l.ShardID] = released
 }
 
 // take takes one lease and starts its reader; nil if another worker was faster, or if this

@@ -58,6 +58,9 @@ type instance struct {
 	paused  bool
 	crashed bool // guarded by w.mu (deliver reads it)
 	closed  bool // guarded by w.mu
+	// closedInTrouble: Close began while the lease store failed or answered late for this
+	// instance, so its releases may have failed (guarded by w.mu).
+	closedInTrouble bool
 	// done is closed once Close returned: a handler whose channel Close failed to close
 	// stops reading then, so that the run can end and report it.
 	done chan struct{}
@@ -279,9 +282,13 @@ func (in *instance) crash(hang bool) {
 // close closes the Subscriber; a crashed instance's calls fail from now on, so that its Close
 // returns as well (its leases stay behind, as a dead process's do).
 func (in *instance) close() {
+	storeTrouble := in.gate.cutOff()
 	in.w.mu.Lock()
 	wasClosed := in.closed
 	in.closed = true
+	if now := time.Now(); !wasClosed {
+		in.closedInTrouble = storeTrouble || now.Before(in.w.sf.outageUntil) || now.Before(in.w.sf.slowUntil)
+	}
 	if in.w.live[in.name] == in {
 		delete(in.w.live, in.name)
 	}

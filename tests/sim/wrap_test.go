@@ -108,6 +108,13 @@ func (g *gate) cut(until time.Time) {
 	g.cutUntil = until
 }
 
+// cutOff reports whether the lease store is unreachable from this instance now.
+func (g *gate) cutOff() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Now().Before(g.cutUntil)
+}
+
 // enter blocks while the instance is paused or hung, and says whether the call may proceed.
 func (g *gate) enter(ctx context.Context, store bool) error {
 	for {
