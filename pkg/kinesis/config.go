@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -224,7 +225,9 @@ type SubscriberConfig struct {
 	// DynamoDBOptions adjust the DynamoDB client built from AWSConfig, for example
 	// BaseEndpoint.
 	DynamoDBOptions []func(*dynamodb.Options)
-	// WorkerID names this instance in leases. Default: host name plus a random UUID.
+	// WorkerID names this instance in leases; it must not contain '#'. A second subscription
+	// open on one stream beside the first is WorkerID#2, and so on. Default: host name plus a
+	// random UUID.
 	WorkerID string
 
 	// Unmarshaler decodes records. Default: EnvelopeMarshaler.
@@ -279,8 +282,8 @@ type SubscriberConfig struct {
 	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
 	// waits for the owner to hand it over before taking it. The owner lets the messages in
 	// flight finish for up to half of it, checkpoints, and hands over. The taker waits at
-	// least 0.8 × LeaseDuration (the owner's stop point), so that an owner that never saw the
-	// request has stopped delivering by then. Default: 10 s.
+	// least LeaseDuration, so that an owner that never saw the request has stopped delivering
+	// by then. Default: 10 s.
 	HandoffTimeout time.Duration
 
 	// OnShardAcquired is called when this instance starts reading a shard of a group, before
@@ -410,6 +413,9 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if err := validateGroupName(c.ConsumerGroup); err != nil {
 		errs = append(errs, err)
+	}
+	if strings.Contains(c.WorkerID, "#") {
+		add("WorkerID %q contains '#', which names the subscriptions of one Subscriber in the lease table (WorkerID#2, ...); choose an ID without it", c.WorkerID)
 	}
 	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
 		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)

@@ -144,6 +144,8 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 			c.ConsumerGroup, c.LeaseStore = strings.Repeat("g", 1920), lease.NewMemoryStore()
 		}),
 			want: [][]string{{"SubscriberConfig.ConsumerGroup", "1920 bytes", "at most 1919"}}},
+		{name: "WorkerID with '#'", cfg: valid(func(c *kinesis.SubscriberConfig) { c.WorkerID = "host#2" }),
+			want: [][]string{{"WorkerID", `"host#2"`, "'#'"}}},
 		{name: "negative RequestTimeout", cfg: valid(func(c *kinesis.SubscriberConfig) { c.RequestTimeout = -time.Second }),
 			want: [][]string{{"RequestTimeout", "-1s", "negative"}}},
 		{name: "consumer group without lease store", cfg: valid(func(c *kinesis.SubscriberConfig) { c.ConsumerGroup = "billing" }),

@@ -25,7 +25,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		switch {
 		case !ok || l.Owner != me || l.Generation != r.generation:
 			r.markLost()
-		case l.PendingOwner != "":
+		case handoffAsked(l):
 			r.requestHandoff()
 		}
 	}
@@ -183,10 +183,11 @@ func (c *subscription) parentsDone(parents []string) bool {
 }
 
 // handoffTakeAfter is how long after asking for a lease a worker takes it itself:
-// HandoffTimeout, but never before the owner's stop point has passed since the request. An
-// owner whose last successful renewal came before the request stops delivering by then; one
-// whose renewal came after it saw the request in that renewal and stopped sending. So the taker
-// never reads the shard while the owner still delivers, whatever HandoffTimeout is set to.
+// HandoffTimeout, but never before LeaseDuration has passed since the request. An owner whose
+// last successful renewal came before the request has stopped delivering by then (at its stop
+// point, 0.8 × LeaseDuration, with the same margin for clock rates as an expiry has); one whose
+// renewal came after it saw the request in that renewal and stopped sending. So the taker never
+// reads the shard while the owner still delivers, whatever HandoffTimeout is set to.
 func handoffTakeAfter(cfg SubscriberConfig) time.Duration {
-	return max(cfg.HandoffTimeout, leaseStopAfter(cfg))
+	return max(cfg.HandoffTimeout, cfg.LeaseDuration)
 }

@@ -31,6 +31,7 @@ type fetchState struct {
 	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
 	failures    int                // consecutive failed reads, for backoff
 	timeouts    int                // consecutive Kinesis calls that timed out (callContext)
+	cutAtStop   bool               // the last call's deadline was the lease's stop point, not its timeout
 }
 
 // fetch reads the next batch. Throttling and transient failures only postpone the next read
@@ -43,7 +44,7 @@ func (r *shardReader) fetch() error {
 	ctx, cancel := r.callContext()
 	out, err := cfg.Client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
 	cancel()
-	r.noteCall(err)
+	r.noteCall(ctx, err)
 	if err != nil {
 		return r.fetchFailed(err)
 	}
@@ -147,20 +148,36 @@ func (r *shardReader) fetchFailed(err error) error {
 // is only slow (an overloaded emulator took over 10 s for reads that Watermill's concurrent
 // subscribe test makes by the hundred) gets its answers through instead of being asked the
 // same thing again and again, each abandoned call adding to its load.
+//
+// Under a lease, a call also ends shortly before the stop point (renewLastTry): renewals run
+// on the reader goroutine, between calls, and a read that hung past the stop point paused the
+// shard (and, with a longer timeout, let another instance take the lease) although the lease
+// store was fine.
 func (r *shardReader) callContext() (context.Context, context.CancelFunc) {
 	d := r.sub.cfg.RequestTimeout << min(r.timeouts, maxTimeoutDoublings)
+	r.cutAtStop = false
+	if r.held != nil && !r.paused {
+		renewBy := r.renewed.Add(leaseStopAfter(r.sub.cfg) - renewLastTry(r.sub.cfg))
+		if untilRenew := renewBy.Sub(r.now()); untilRenew < d {
+			d, r.cutAtStop = max(untilRenew, minCallTime), true
+		}
+	}
 	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, d)
 }
+
+// minCallTime is the least time a reader's call is given when the lease's stop point is near.
+const minCallTime = 50 * time.Millisecond
 
 // maxTimeoutDoublings caps how far callContext stretches RequestTimeout after timeouts.
 const maxTimeoutDoublings = 3
 
-// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext.
-func (r *shardReader) noteCall(err error) {
+// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext: calls
+// whose own context (callCtx) ran out, not those cut short at the lease's stop point.
+func (r *shardReader) noteCall(callCtx context.Context, err error) {
 	switch {
 	case err == nil:
 		r.timeouts = 0
-	case r.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+	case r.ctx.Err() == nil && !r.cutAtStop && context.Cause(callCtx) == context.DeadlineExceeded:
 		r.timeouts++
 	}
 }
@@ -252,7 +269,7 @@ func (r *shardReader) getIterator(pos position) (string, error) {
 	ctx, cancel := r.callContext()
 	out, err := r.sub.cfg.Client.GetShardIterator(ctx, in)
 	cancel()
-	r.noteCall(err)
+	r.noteCall(ctx, err)
 	if err != nil {
 		return "", err
 	}

@@ -38,9 +38,11 @@ type leaseState struct {
 
 // startLease sets the first renewal and checkpoint times once the reader holds its iterator.
 // The stop point counts from the take (renewed), since others may have timed the lease from
-// then.
+// then, and so does the first renewal: counted from when the iterator came, it fell after the
+// stop point whenever GetShardIterator took longer than LeaseDuration/2, and the reader paused
+// for nothing.
 func (r *shardReader) startLease(now time.Time) {
-	r.renewAt = now.Add(r.sub.cfg.LeaseRenewInterval)
+	r.renewAt = r.renewed.Add(r.sub.cfg.LeaseRenewInterval)
 	r.checkpointAt = now.Add(r.sub.cfg.CheckpointInterval)
 }
 
@@ -55,10 +57,13 @@ func (r *shardReader) startLease(now time.Time) {
 func (r *shardReader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
 	r.renewed = sentAt
-	if l.PendingOwner != "" && l.PendingOwner != l.Owner {
+	if handoffAsked(l) {
 		r.beginHandoff()
 	}
 }
+
+// handoffAsked: another worker waits for the lease.
+func handoffAsked(l lease.Lease) bool { return l.PendingOwner != "" && l.PendingOwner != l.Owner }
 
 // beginHandoff stops sending: another worker asked for the lease. The messages in flight get
 // up to half of HandoffTimeout, counted from now, to be settled.
@@ -243,7 +248,13 @@ func (r *shardReader) handOver() error {
 		r.held, r.handedOff = nil, true
 		return nil
 	case errors.Is(err, lease.ErrNoPendingOwner):
+		// Nobody waits for the lease any more: go on delivering. The application was told
+		// the shard was revoked, so it is told it has the shard again.
 		r.handingOff = false
+		if r.revoked {
+			r.revoked = false
+			r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
+		}
 		return nil
 	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
 		return fmt.Errorf("%w: handing over: %w", ErrLeaseLost, err)

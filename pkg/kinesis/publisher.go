@@ -382,7 +382,7 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 	if _, ok := p.ensured.Load(stream); ok {
 		return nil
 	}
-	if err := ensureStream(ctx, p.config.Client, stream, true, p.config.CreateStreamShards); err != nil {
+	if err := ensureStream(ctx, p.config.Client, stream, true, p.config.CreateStreamShards, p.config.RequestTimeout); err != nil {
 		return err
 	}
 	p.ensured.Store(stream, struct{}{})

@@ -142,21 +142,32 @@ func (c *subscription) readerExited(ex readerExit) bool {
 	return true
 }
 
-// startReaders, for Subscribe, starts readers and waits until each holds its iterator.
+// startReaders, for Subscribe, starts readers and waits until each holds its iterator. A
+// reader still without one at its lease's stop point is given up (giveUpLate), as at a lease
+// sync: now that a timed-out GetShardIterator is retried, a hung one would otherwise hold
+// Subscribe for as long as it hangs, with the lease expiring unrenewed.
 func (c *subscription) startReaders() error {
 	started, err := c.launch()
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
 	}
+	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	defer late.Stop()
 	for _, r := range started {
-		select {
-		case rerr := <-r.ready:
-			if rerr = c.readerReady(r, rerr); rerr != nil {
-				errs = append(errs, rerr)
+		for waiting := true; waiting; {
+			c.armLate(late)
+			select {
+			case rerr := <-r.ready:
+				if rerr = c.readerReady(r, rerr); rerr != nil {
+					errs = append(errs, rerr)
+				}
+				waiting = false
+			case <-late.C():
+				c.giveUpLate()
+			case <-c.ctx.Done():
+				return c.ctx.Err()
 			}
-		case <-c.ctx.Done():
-			return c.ctx.Err()
 		}
 	}
 	return errors.Join(errs...)

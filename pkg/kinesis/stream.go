@@ -66,13 +66,18 @@ const streamReadyTimeout = 3 * time.Minute
 // ensureStream makes sure the stream exists and is ACTIVE, creating it with shards shards
 // when create is true. It waits for a stream being created, bounded by ctx and
 // streamReadyTimeout.
-func ensureStream(ctx context.Context, client KinesisAPI, stream string, create bool, shards int32) error {
+//
+// Each call is bounded by callTimeout (RequestTimeout); a call that outlasts it counts as a
+// transient failure.
+func ensureStream(ctx context.Context, client KinesisAPI, stream string, create bool, shards int32, callTimeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, streamReadyTimeout)
 	defer cancel()
 	var lastErr error
 	failures := 0 // consecutive calls that failed for throttling or a transient error
 	for attempt := 0; ; attempt++ {
-		out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := client.DescribeStreamSummary(callCtx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		cancel()
 		if c := classify(ctx, err); err != nil && (c == classTransient || c == classThrottled) {
 			// The SDK has retried this call already; a few more rounds ride out a blip,
 			// but a Kinesis that cannot be reached is reported, not waited for.
@@ -93,7 +98,9 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 				return nil
 			}
 		case classify(ctx, err) == classNotFound && create:
-			_, cerr := client.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
+			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+			_, cerr := client.CreateStream(callCtx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
+			cancel()
 			var inUse *types.ResourceInUseException
 			if cerr != nil && !errors.As(cerr, &inUse) {
 				return fmt.Errorf("kinesis: creating stream %q with %d shards: %w", stream, shards, cerr)

@@ -129,14 +129,14 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.config.CloseTimeout)
 	defer cancel()
-	return ensureStream(ctx, s.config.Client, topic, s.config.CreateStream, s.config.CreateStreamShards)
+	return ensureStream(ctx, s.config.Client, topic, s.config.CreateStream, s.config.CreateStreamShards, s.config.RequestTimeout)
 }
 
 func (s *Subscriber) ensureStream(ctx context.Context, stream string) error {
 	if !s.config.CreateStream {
 		return nil // a missing stream shows up in ListShards, with no extra call
 	}
-	return ensureStream(ctx, s.config.Client, stream, true, s.config.CreateStreamShards)
+	return ensureStream(ctx, s.config.Client, stream, true, s.config.CreateStreamShards, s.config.RequestTimeout)
 }
 
 // register makes the subscription of one Subscribe call, as a member of the group of its own,

@@ -235,10 +235,11 @@ func drain(ch chan time.Time) {
 	}
 }
 
-// WithTimeout is context.WithTimeout on clk: the returned context is cancelled, with
-// context.DeadlineExceeded as its cause, once d has passed on clk. On the real clock it is
+// WithTimeout is context.WithTimeout on clk: the returned context ends, with Err
+// context.DeadlineExceeded, once d has passed on clk. On the real clock it is
 // context.WithTimeout itself. On any other clock a goroutine waits for the deadline or for the
-// context's end, whichever comes first; calling cancel ends it.
+// context's end, whichever comes first; calling cancel ends it. (Deadline reports none there:
+// the deadline is on clk, and callers would read it against the real clock.)
 func WithTimeout(parent context.Context, clk Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, real := clk.(realClock); real {
 		return context.WithTimeout(parent, d)
@@ -253,5 +254,19 @@ func WithTimeout(parent context.Context, clk Clock, d time.Duration) (context.Co
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, func() { cancel(context.Canceled) }
+	return deadlineContext{ctx}, func() { cancel(context.Canceled) }
+}
+
+// deadlineContext reports its deadline's passing as context.DeadlineExceeded, as a context of
+// context.WithTimeout does, rather than as the context.Canceled of WithCancelCause, so that a
+// callee that returns ctx.Err() says the call timed out. A context derived from it before the
+// deadline reports context.Canceled; context.Cause tells the truth for every one of them.
+type deadlineContext struct{ context.Context }
+
+func (c deadlineContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
 }

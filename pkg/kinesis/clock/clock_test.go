@@ -107,6 +107,8 @@ func TestWithTimeoutOnFakeClock(t *testing.T) {
 	f := clock.NewFake(time.Unix(0, 0))
 	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Second)
 	defer cancel()
+	derived, cancelDerived := context.WithCancel(ctx)
+	defer cancelDerived()
 	f.Advance(999 * time.Millisecond)
 	select {
 	case <-ctx.Done():
@@ -118,6 +120,13 @@ func TestWithTimeoutOnFakeClock(t *testing.T) {
 	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		t.Fatalf("cause = %v, want context.DeadlineExceeded", context.Cause(ctx))
 	}
+	if ctx.Err() != context.DeadlineExceeded {
+		t.Fatalf("Err = %v, want context.DeadlineExceeded, as context.WithTimeout reports", ctx.Err())
+	}
+	<-derived.Done()
+	if context.Cause(derived) != context.DeadlineExceeded {
+		t.Fatalf("a derived context's cause = %v, want context.DeadlineExceeded", context.Cause(derived))
+	}
 }
 
 func TestWithTimeoutCancelEndsTheWait(t *testing.T) {
@@ -126,6 +135,9 @@ func TestWithTimeoutCancelEndsTheWait(t *testing.T) {
 	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Hour)
 	cancel()
 	<-ctx.Done()
+	if ctx.Err() != context.Canceled {
+		t.Fatalf("Err = %v, want context.Canceled", ctx.Err())
+	}
 	if !errors.Is(context.Cause(ctx), context.Canceled) {
 		t.Fatalf("cause = %v, want context.Canceled", context.Cause(ctx))
 	}
