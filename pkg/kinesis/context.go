@@ -26,6 +26,12 @@ type RecordInfo struct {
 	// DecodeError is set when the Unmarshaler rejected the record; the message is then what
 	// the PoisonHandler made of it (by default the record's data as a raw payload).
 	DecodeError error
+	// LeaseGeneration is the generation of the consumer group's lease the record was read
+	// under (0 without a group). It grows with every change of the shard's owner, so a
+	// handler that writes to another system can use it as a fencing token: a write that
+	// carries a lower generation than one already seen for the shard comes from a reader
+	// that has been replaced.
+	LeaseGeneration int64
 }
 
 type recordInfoKey struct{}

@@ -93,6 +93,7 @@ func (r *shardReader) prepare() {
 		SubSequenceNumber:  u.sub,
 		PartitionKey:       deref(rec.PartitionKey),
 		MillisBehindLatest: r.behind,
+		LeaseGeneration:    r.generation,
 	}
 	if rec.ApproximateArrivalTimestamp != nil {
 		info.ArrivalTime = *rec.ApproximateArrivalTimestamp

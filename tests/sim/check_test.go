@@ -146,6 +146,31 @@ func checkExclusive(all map[string][]*tenure) []violation {
 	return vs
 }
 
+// checkGenerations is invariant 3 seen through the lease: every delivery carries the lease
+// generation its reader held (RecordInfo.LeaseGeneration), and a new owner always takes a higher
+// one. A delivery under a lower generation than one already delivered of the same shard came
+// from a reader that had been replaced and still delivered: two readers of one shard at once,
+// whether in two instances or in one subscription (which the tenures above cannot tell apart,
+// since they know deliverers, not readers).
+func (w *world) checkGenerations() []violation {
+	var vs []violation
+	type newest struct {
+		gen int64
+		d   *delivery
+	}
+	byShard := map[string]newest{}
+	for _, d := range w.deliveries { // in delivery order
+		n := byShard[d.shard]
+		if d.gen < n.gen {
+			vs = append(vs, violation{invExclusive, fmt.Sprintf("%s#%d/sub%d delivered %s/%d of %s at %s under lease generation %d, after %s#%d/sub%d had delivered under generation %d at %s",
+				d.slot, d.by.inst, d.by.sub, d.key, d.n, d.shard, rel(d.at), d.gen, n.d.slot, n.d.by.inst, n.d.by.sub, n.gen, rel(n.d.at))})
+			continue
+		}
+		byShard[d.shard] = newest{d.gen, d}
+	}
+	return vs
+}
+
 // checkDelivered is invariant 1.
 func (w *world) checkDelivered() []violation {
 	seen := map[pubRec]bool{}

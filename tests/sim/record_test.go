@@ -49,7 +49,8 @@ type delivery struct {
 	seq    string
 	key    string
 	n      int
-	acked  bool // acked while the message's context was live
+	gen    int64 // the lease generation the reader delivered it under
+	acked  bool  // acked while the message's context was live
 	ackAt  time.Time
 	ackOrd int
 }
@@ -117,6 +118,7 @@ func (w *world) deliver(in *instance, sub int, msg *message.Message) *delivery {
 	d := &delivery{
 		ord: w.nextOrd(), at: time.Now(), by: deliverer{in.id, sub}, slot: in.name,
 		shard: info.ShardID, seq: info.SequenceNumber, key: msg.Metadata.Get("key"), n: n,
+		gen: info.LeaseGeneration,
 	}
 	w.deliveries = append(w.deliveries, d)
 	return d

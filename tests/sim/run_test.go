@@ -190,6 +190,7 @@ func (w *world) outcome(leaks []string) *outcome {
 	o.violations = append(o.violations, w.checkDelivered()...)
 	o.violations = append(o.violations, vs...)
 	o.violations = append(o.violations, checkExclusive(all)...)
+	o.violations = append(o.violations, w.checkGenerations()...)
 	o.violations = append(o.violations, w.checkCheckpoints()...)
 	for _, l := range leaks {
 		o.violations = append(o.violations, violation{invCleanup, "goroutine left after Close: " + l})
