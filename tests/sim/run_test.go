@@ -135,10 +135,11 @@ func (w *world) shutdown() {
 
 var bubbleRE = regexp.MustCompile(`synctest bubble (\d+)\]`)
 
-// leaks lists the goroutines of this bubble still there after everything closed (and after a
-// CloseTimeout more for stragglers), by their topmost frames of the driver.
+// leaks lists the goroutines of this bubble still there once everything closed and the bubble
+// is idle, by their topmost frames of the driver.
 func (w *world) leaks() []string {
-	time.Sleep(closeTimeout)
+	// No grace period: Close has returned for every instance, so a goroutine of the driver
+	// still there once the bubble is idle is a leak, however soon it would have ended.
 	synctest.Wait()
 	buf := make([]byte, 1<<20)
 	me := bubbleRE.FindSubmatch(buf[:runtime.Stack(buf, false)])
