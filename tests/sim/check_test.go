@@ -35,6 +35,11 @@ const (
 // receives nothing during the pause. Handoffs and releases stop delivering before the lease
 // changes hands. What is left is one instant: a reader's last send and the next owner's first
 // can land on the same fake time stamp.
+//
+// Not modelled: a freeze of the whole process (a GC pause, SIGSTOP), in which the timers stop
+// too. On waking, such a reader may find a send and its stop point ready in one select, and Go
+// picks either: one message may go out after the stop point. That is the documented stop
+// margin, and tests/live_failover_test.go covers a real SIGSTOP against real processes.
 var overlapTolerance = func() time.Duration {
 	stopAfter, take := float64(leaseDuration-leaseDuration/5)/(1-maxRateSkew), float64(leaseDuration)/(1+maxRateSkew)
 	return max(0, time.Duration(stopAfter-take)) + time.Millisecond
