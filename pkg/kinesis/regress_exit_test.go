@@ -72,6 +72,27 @@ func rgAccessDenied() error {
 	return &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User is not authorized to perform: kinesis:GetRecords", Fault: smithy.FaultClient}
 }
 
+// rgRefuseReadDuringListing makes one GetRecords of shard x fail with a non-retryable error
+// while the coordinator's next lease listing waits at gate, and runs until it has.
+func rgRefuseReadDuringListing(w *fltWorld, gate *rgGate, x string) {
+	w.t.Helper()
+	gate.arm()
+	failed := 0
+	w.kin.set(func(c memlog.Call) error {
+		if c.Op == "GetRecords" && c.ShardID == x && failed == 0 && gate.blocked.Load() {
+			failed++
+			return rgAccessDenied()
+		}
+		return nil
+	})
+	w.runUntil("the read fails during a lease listing", 2*grpSyncInterval+time.Second, func() bool {
+		w.kin.mu.Lock()
+		defer w.kin.mu.Unlock()
+		return failed == 1
+	})
+	w.kin.set(nil)
+}
+
 // rgTakes lists wk's successful takes of shard at or after since.
 func rgTakes(wk *grpWorker, shard string, since time.Time) []grpOp {
 	var out []grpOp
@@ -139,21 +160,7 @@ func TestRegress_LateExitKeepsSuccessor(t *testing.T) {
 	gen0 := w.lease(x).Generation
 	acquired0 := len(w1.eventsOf("acquired", x))
 	from := w.now()
-	gate.arm()
-	failed := 0
-	w.kin.set(func(c memlog.Call) error {
-		if c.Op == "GetRecords" && c.ShardID == x && failed == 0 && gate.blocked.Load() {
-			failed++
-			return rgAccessDenied()
-		}
-		return nil
-	})
-	w.runUntil("the read fails during a lease listing", 2*grpSyncInterval+time.Second, func() bool {
-		w.kin.mu.Lock()
-		defer w.kin.mu.Unlock()
-		return failed == 1
-	})
-	w.kin.set(nil)
+	rgRefuseReadDuringListing(w, gate, x)
 	w.steps(3 * time.Second)
 	gen := w.lease(x).Generation
 	takes := rgTakes(w1, x, from)

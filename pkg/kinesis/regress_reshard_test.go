@@ -7,7 +7,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 )
 
 // Item 1(c): at a shard's end during a reshard, one instance must not have two readers of the
@@ -32,21 +31,7 @@ func TestRegress_ClosedParentHasOneReader(t *testing.T) {
 	w.steps(time.Second)
 
 	from := w.now()
-	gate.arm()
-	failed := 0
-	w.kin.set(func(c memlog.Call) error {
-		if c.Op == "GetRecords" && c.ShardID == x && failed == 0 && gate.blocked.Load() {
-			failed++
-			return rgAccessDenied()
-		}
-		return nil
-	})
-	w.runUntil("the read fails during a lease listing", 2*grpSyncInterval+time.Second, func() bool {
-		w.kin.mu.Lock()
-		defer w.kin.mu.Unlock()
-		return failed == 1
-	})
-	w.kin.set(nil)
+	rgRefuseReadDuringListing(w, gate, x)
 	// A backlog on the parent, then the split: the parent's readers read to its end.
 	w.steps(2 * grpSyncInterval)
 	w.publishing = false
