@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -31,7 +32,6 @@ type fetchState struct {
 	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
 	failures    int                // consecutive failed reads, for backoff
 	timeouts    int                // consecutive Kinesis calls that timed out (callContext)
-	cutAtStop   bool               // the last call's deadline was the lease's stop point, not its timeout
 }
 
 // fetch reads the next batch. Throttling and transient failures only postpone the next read
@@ -41,10 +41,15 @@ func (r *shardReader) fetch() error {
 	cfg := r.sub.cfg
 	limit := cfg.GetRecordsLimit
 	started := r.now()
-	ctx, cancel := r.callContext()
-	out, err := cfg.Client.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: &r.iterator, Limit: &limit})
-	cancel()
-	r.noteCall(ctx, err)
+	in := &awskinesis.GetRecordsInput{ShardIterator: aws.String(r.iterator), Limit: &limit}
+	var out *awskinesis.GetRecordsOutput
+	err, leaseErr := r.kinesisCall(func(ctx context.Context) (err error) {
+		out, err = cfg.Client.GetRecords(ctx, in)
+		return err
+	})
+	if leaseErr != nil {
+		return leaseErr
+	}
 	if err != nil {
 		return r.fetchFailed(err)
 	}
@@ -114,6 +119,9 @@ func (r *shardReader) fetchFailed(err error) error {
 		}
 		it, gerr := r.getIterator(pos)
 		if gerr != nil {
+			if errors.Is(gerr, ErrLeaseLost) || errors.Is(gerr, errHandedOver) || r.ctx.Err() != nil {
+				return gerr
+			}
 			if c := classify(r.ctx, gerr); c == classThrottled || c == classTransient {
 				r.sub.logger.Info("Replacing an expired iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": gerr, "failures": r.failures}))
 				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
@@ -148,39 +156,69 @@ func (r *shardReader) fetchFailed(err error) error {
 // is only slow (an overloaded emulator took over 10 s for reads that Watermill's concurrent
 // subscribe test makes by the hundred) gets its answers through instead of being asked the
 // same thing again and again, each abandoned call adding to its load.
-//
-// Under a lease, a call also ends shortly before the stop point (renewLastTry): renewals run
-// on the reader goroutine, between calls, and a read that hung past the stop point paused the
-// shard (and, with a longer timeout, let another instance take the lease) although the lease
-// store was fine.
 func (r *shardReader) callContext() (context.Context, context.CancelFunc) {
 	d := r.sub.cfg.RequestTimeout << min(r.timeouts, maxTimeoutDoublings)
-	r.cutAtStop = false
-	if r.held != nil && !r.paused {
-		renewBy := r.renewed.Add(leaseStopAfter(r.sub.cfg) - renewLastTry(r.sub.cfg))
-		if untilRenew := renewBy.Sub(r.now()); untilRenew < d {
-			d, r.cutAtStop = max(untilRenew, minCallTime), true
-		}
-	}
 	return clock.WithTimeout(r.ctx, r.sub.cfg.Clock, d)
 }
-
-// minCallTime is the least time a reader's call is given when the lease's stop point is near.
-const minCallTime = 50 * time.Millisecond
 
 // maxTimeoutDoublings caps how far callContext stretches RequestTimeout after timeouts.
 const maxTimeoutDoublings = 3
 
-// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext: calls
-// whose own context (callCtx) ran out, not those cut short at the lease's stop point.
+// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext.
 func (r *shardReader) noteCall(callCtx context.Context, err error) {
 	switch {
 	case err == nil:
 		r.timeouts = 0
-	case r.ctx.Err() == nil && !r.cutAtStop && context.Cause(callCtx) == context.DeadlineExceeded:
+	case r.ctx.Err() == nil && context.Cause(callCtx) == context.DeadlineExceeded:
 		r.timeouts++
 	}
 }
+
+// kinesisCall makes one Kinesis call, bounded by callContext, and returns its error, or a
+// lease error that ended the wait (the lease was lost or handed over, or the reader stopped).
+//
+// Under a lease the call runs on a goroutine of its own while the reader goroutine goes on
+// carrying out decide's steps, reading excepted: it renews, checkpoints what is acked,
+// pauses at the stop point, hands the lease over, and resends nacked messages. Renewing only
+// between calls, a read slower than the stop point (0.8 × LeaseDuration after the last
+// renewal) paused the shard, or, cut short at the stop point instead, never completed on a
+// slow server; and a slow read followed by a slow iterator replacement held back the
+// checkpoint and the handoff until the asking worker took the lease, which redelivered what
+// was acked meanwhile (found by the simulation's slow reads). The goroutine touches nothing
+// of the reader's: call writes only what the caller reads after done is closed.
+func (r *shardReader) kinesisCall(call func(ctx context.Context) error) (err, leaseErr error) {
+	ctx, cancel := r.callContext()
+	defer cancel()
+	if r.held == nil || r.renewAt.IsZero() {
+		err = call(ctx)
+		r.noteCall(ctx, err)
+		return err, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = call(ctx)
+	}()
+	for {
+		select {
+		case <-done:
+			r.noteCall(ctx, err)
+			return err, nil
+		default:
+		}
+		if _, stepErr := r.turn(done); stepErr != nil || r.handedOff {
+			cancel()
+			<-done
+			if stepErr == nil {
+				stepErr = errHandedOver
+			}
+			return nil, stepErr
+		}
+	}
+}
+
+// errHandedOver ends a Kinesis call whose reader handed its lease over meanwhile.
+var errHandedOver = errors.New("the lease was handed over")
 
 // readFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
 // before a transient failure is logged at ERROR instead of INFO.
@@ -266,10 +304,14 @@ func (r *shardReader) getIterator(pos position) (string, error) {
 	default:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	}
-	ctx, cancel := r.callContext()
-	out, err := r.sub.cfg.Client.GetShardIterator(ctx, in)
-	cancel()
-	r.noteCall(ctx, err)
+	var out *awskinesis.GetShardIteratorOutput
+	err, leaseErr := r.kinesisCall(func(ctx context.Context) (err error) {
+		out, err = r.sub.cfg.Client.GetShardIterator(ctx, in)
+		return err
+	})
+	if leaseErr != nil {
+		return "", leaseErr
+	}
 	if err != nil {
 		return "", err
 	}

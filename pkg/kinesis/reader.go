@@ -152,24 +152,38 @@ func (r *shardReader) run() {
 	}
 }
 
-// loop carries out decide's steps until the shard is done, the lease is lost, or ctx ends.
+// loop carries out decide's steps until the shard is done, the lease is lost or handed over,
+// or ctx ends.
 func (r *shardReader) loop() (shardEnded bool, err error) {
 	for {
-		now := r.now()
-		r.settleWindow(now)
-		s := decide(r.view(now))
-		switch s.do {
-		case actWait:
-			err = r.wait(s)
-		case actEnd:
+		ended, err := r.turn(nil)
+		switch {
+		case ended:
 			return true, nil
-		default:
-			err = r.act(s.do, now)
-		}
-		if err != nil || r.handedOff {
+		case r.handedOff:
+			return false, nil
+		case err != nil:
 			return false, err
 		}
 	}
+}
+
+// turn settles the window, decides, and carries out one step. callDone, when not nil, is
+// closed once a Kinesis call that is out comes back (kinesisCall): decide then reads nothing
+// more, and a wait also ends when the call does.
+func (r *shardReader) turn(callDone <-chan struct{}) (ended bool, err error) {
+	now := r.now()
+	r.settleWindow(now)
+	v := r.view(now)
+	v.calling = callDone != nil
+	s := decide(v)
+	switch s.do {
+	case actWait:
+		return false, r.wait(s, callDone)
+	case actEnd:
+		return true, nil
+	}
+	return false, r.act(s.do, now)
 }
 
 // act carries out every step but waiting and ending.
@@ -230,9 +244,9 @@ func (r *shardReader) view(now time.Time) readerView {
 }
 
 // wait offers s.offer to the subscriber and waits for the first event: that send, the Ack or
-// Nack of the oldest unsettled message, s.until, a handoff request, the lease's loss, or the
-// end of the subscription.
-func (r *shardReader) wait(s step) error {
+// Nack of the oldest unsettled message, s.until, a handoff request, the lease's loss, the end
+// of the subscription, or the return of the call that is out (callDone, nil if none).
+func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 	var send chan<- *message.Message
 	var msg *message.Message
 	if s.offer != nil {
@@ -252,6 +266,7 @@ func (r *shardReader) wait(s step) error {
 	case <-acked:
 	case <-nacked:
 	case <-r.wakeAt(s.until):
+	case <-callDone:
 	case <-handoff:
 		r.beginHandoff()
 	case <-r.lost:

@@ -67,6 +67,10 @@ type readerView struct {
 	handingOff              bool
 	handoffBy, handoffRetry time.Time
 
+	// calling: a Kinesis call of the reader is out (kinesisCall). Lease steps, sends and
+	// resends go on meanwhile; reading waits for the call.
+	calling bool
+
 	buffered    int       // records fetched and not yet prepared
 	prepared    *delivery // the next record, decoded, waiting to be sent
 	fetchAt     time.Time // the earliest time the next read may be sent
@@ -100,7 +104,7 @@ func decide(v readerView) step {
 	if v.prepared == nil && v.buffered > 0 {
 		return step{do: actPrepare}
 	}
-	reading := drained && !v.ended && !v.paused && !v.handingOff
+	reading := drained && !v.ended && !v.paused && !v.handingOff && !v.calling
 	if reading && !v.now.Before(v.fetchAt) {
 		return step{do: actFetch}
 	}

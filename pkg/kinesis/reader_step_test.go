@@ -85,6 +85,13 @@ func TestDecide(t *testing.T) {
 		{"records fetched, none prepared: prepare", unleased(func(v *readerView) { v.buffered = 2 }), actPrepare, nil, time.Time{}},
 		{"nothing buffered, read due: fetch", unleased(func(v *readerView) { v.fetchAt = t0 }), actFetch, nil, time.Time{}},
 		{"nothing buffered, read not due: wait for it", unleased(nil), actWait, nil, at(200 * time.Millisecond)},
+		{"a call is out: no second read, however due", unleased(func(v *readerView) { v.fetchAt, v.calling = t0, true }), actWait, nil, time.Time{}},
+		{"a call is out: lease steps go on", leased(func(v *readerView) { v.renewAt, v.calling = t0, true }), actRenew, nil, time.Time{}},
+		{"a call is out: a nacked message due is resent", unleased(func(v *readerView) {
+			v.calling, v.inFlight, v.resend = true, 1, dueNack
+		}), actWait, dueNack, time.Time{}},
+		{"a call is out and a handoff is asked: hand over", leased(func(v *readerView) { v.calling, v.handingOff, v.handoffBy = true, true, at(time.Second) }),
+			actHandOver, nil, time.Time{}},
 		{"paused: no reads", leased(func(v *readerView) { v.paused, v.stopAt, v.fetchAt = true, t0, t0 }), actWait, nil, at(time.Second)},
 		{"prepared, window has room: offer it", unleased(func(v *readerView) { v.prepared = next }), actWait, next, time.Time{}},
 		{"prepared, window full: wait for the ack", unleased(func(v *readerView) { v.prepared, v.inFlight, v.unsettled = next, 1, 1 }),
@@ -167,7 +174,7 @@ func TestDecideProperties(t *testing.T) {
 			stopAt: when(), renewAt: when(), checkpointAt: when(),
 			ended: rng.IntN(4) == 0, endWritten: rng.IntN(2) == 0, finishRetry: when(),
 			handingOff: rng.IntN(3) == 0, handoffBy: when(), handoffRetry: when(),
-			buffered: rng.IntN(3), fetchAt: when(), maxInFlight: 1 + rng.IntN(3),
+			buffered: rng.IntN(3), fetchAt: when(), maxInFlight: 1 + rng.IntN(3), calling: rng.IntN(3) == 0,
 		}
 		v.inFlight = rng.IntN(v.maxInFlight + 1)
 		v.unsettled = rng.IntN(v.inFlight + 1)
@@ -184,6 +191,9 @@ func TestDecideProperties(t *testing.T) {
 			v.stopAt = t0.Add(-time.Second) // a paused reader is past its stop point, or resumes
 		}
 		s := decide(v)
+		if v.calling && (s.do == actFetch || s.do == actPrepare) && v.buffered == 0 {
+			t.Fatalf("view %d: %+v\nreads while a call is out", i, v)
+		}
 		if s.do != actWait {
 			continue
 		}

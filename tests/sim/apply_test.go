@@ -83,6 +83,8 @@ func (w *world) applyFault(e event, now time.Time) {
 	case evSlowStore:
 		w.sf.slowUntil, w.sf.slowBy = until, time.Duration(e.pick%1500)*time.Millisecond
 		w.disrupt = append(w.disrupt, disruption{what: "slow-store", from: now.Add(-riskBefore), to: until})
+	case evSlowReads:
+		w.kf.slowUntil, w.kf.slowBy = until, slowReadsBy(e.pick)
 	case evThrottle:
 		w.kf.throttleUntil = until
 	case evInternal:

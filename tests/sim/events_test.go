@@ -28,11 +28,12 @@ const (
 	evSplit      // a shard is split in two
 	evMerge      // two adjacent shards are merged
 	evShardCount // UpdateShardCount
+	evSlowReads  // GetRecords and GetShardIterator answer late, some past a lease's stop point
 	numEventKinds
 )
 
 var eventNames = [...]string{"start", "close", "crash", "pause", "cut-off", "store-outage", "slow-store",
-	"throttle", "kinesis-5xx", "expire-iterators", "access-denied", "split", "merge", "update-shard-count"}
+	"throttle", "kinesis-5xx", "expire-iterators", "access-denied", "split", "merge", "update-shard-count", "slow-reads"}
 
 func (k eventKind) String() string { return eventNames[k] }
 
@@ -49,11 +50,11 @@ type mix struct {
 var mixes = map[string]mix{
 	"all": {name: "all", twoSubs: 0.25, weights: [numEventKinds]int{
 		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 4, evOutage: 2, evSlowStore: 3,
-		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1}},
+		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1, evSlowReads: 2}},
 	// no second subscriptions: what the faults alone find
 	"faults": {name: "faults", weights: [numEventKinds]int{
 		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 4, evOutage: 2, evSlowStore: 3,
-		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1}},
+		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1, evSlowReads: 2}},
 	// what makes readers stop and restart while their instance lives: refused reads, an
 	// instance cut off from the lease table while others take its shards, a slow table
 	"restarts": {name: "restarts", weights: [numEventKinds]int{
@@ -62,7 +63,7 @@ var mixes = map[string]mix{
 	"subs": {name: "subs", twoSubs: 0.5, weights: [numEventKinds]int{evStart: 4, evClose: 2}},
 	// the calm baseline: clean starts and closes, retryable Kinesis trouble, reshards
 	"calm": {name: "calm", weights: [numEventKinds]int{
-		evStart: 4, evClose: 2, evThrottle: 2, evInternal: 2, evExpire: 2, evSplit: 1, evMerge: 1, evShardCount: 1}},
+		evStart: 4, evClose: 2, evThrottle: 2, evInternal: 2, evExpire: 2, evSplit: 1, evMerge: 1, evShardCount: 1, evSlowReads: 1}},
 }
 
 type event struct {
@@ -91,6 +92,8 @@ func (e event) String() string {
 		s += fmt.Sprintf(" %s for %s", e.slot, e.dur)
 	case evSlowStore:
 		s += fmt.Sprintf(" for %s, up to %s", e.dur, time.Duration(e.pick%1500)*time.Millisecond)
+	case evSlowReads:
+		s += fmt.Sprintf(" for %s, up to %s", e.dur, slowReadsBy(e.pick))
 	case evOutage, evThrottle, evInternal, evDenied:
 		s += fmt.Sprintf(" for %s", e.dur)
 	}
@@ -198,8 +201,17 @@ func faultDuration(r *rand.Rand, k eventKind) time.Duration {
 		return between(time.Second, 2*leaseDuration)
 	case evSlowStore, evThrottle, evInternal:
 		return between(time.Second, 8*time.Second)
+	case evSlowReads:
+		return between(2*leaseDuration, 4*leaseDuration)
 	case evDenied:
 		return between(200*time.Millisecond, 3*time.Second)
 	}
 	return 0
+}
+
+// slowReadsBy is the longest delay of a slow-reads event: up to 1.4 × leaseDuration, so that
+// some reads outlast a reader's stop point (0.8 × leaseDuration after its last renewal) while
+// staying under RequestTimeout.
+func slowReadsBy(pick uint64) time.Duration {
+	return time.Duration(pick%uint64(leaseDuration*7/5/time.Millisecond)) * time.Millisecond
 }

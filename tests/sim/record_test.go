@@ -175,6 +175,9 @@ func (w *world) noteCheckpoint(in *instance, held lease.Lease, value string, res
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.checkpoints = append(w.checkpoints, ckptRec{at: time.Now(), inst: in, held: held, value: value, result: result, err: err})
+	if traceNotes {
+		fmt.Fprintf(os.Stderr, "seed %d: %9s  checkpoint %s#%d %s %.12s... gen %d err %v\n", w.seed, w.since().Round(time.Millisecond), in.name, in.id, held.ShardID, value, held.Generation, err)
+	}
 }
 
 func (w *world) disrupted(what string, slots []string, from, to time.Time) {

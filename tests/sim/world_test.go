@@ -85,6 +85,8 @@ type kinesisFaults struct {
 	internalUntil time.Time
 	expireNext    map[string]bool      // shard -> its next GetRecords fails once, expired
 	deniedUntil   map[string]time.Time // shard -> GetRecords is refused until then
+	slowUntil     time.Time            // reads answer up to slowBy late until then
+	slowBy        time.Duration
 }
 
 type storeFaults struct {
@@ -139,6 +141,15 @@ func (w *world) kinesisFault(ctx context.Context, c memlog.Call) error {
 	if ctx.Value(harnessKey{}) != nil {
 		return nil
 	}
+	if d := w.readDelay(c.Op); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -161,6 +172,20 @@ func (w *world) kinesisFault(ctx context.Context, c memlog.Call) error {
 		}
 	}
 	return nil
+}
+
+// readDelay is how late a read answers now: a slow-reads event delays GetRecords and
+// GetShardIterator by up to its slowBy.
+func (w *world) readDelay(op string) time.Duration {
+	if op != "GetRecords" && op != "GetShardIterator" {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !time.Now().Before(w.kf.slowUntil) || w.kf.slowBy <= 0 {
+		return 0
+	}
+	return time.Duration(w.frand.Int64N(int64(w.kf.slowBy) + 1))
 }
 
 // traceNotes (SIM_TRACE=1) prints the schedule as it is applied, to follow a run that hangs.
