@@ -30,7 +30,8 @@ type RecordInfo struct {
 	// under (0 without a group). It grows with every change of the shard's owner, so a
 	// handler that writes to another system can use it as a fencing token: a write that
 	// carries a lower generation than one already seen for the shard comes from a reader
-	// that has been replaced.
+	// that has been replaced. Generations compare only within one consumer group, stream and
+	// shard, and start over if the lease table is created anew.
 	LeaseGeneration int64
 }
 

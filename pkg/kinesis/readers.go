@@ -154,20 +154,40 @@ func (c *subscription) startReaders() error {
 	}
 	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
 	defer late.Stop()
-	for _, r := range started {
-		for waiting := true; waiting; {
+	reports := make([]error, len(started))
+	reported := make([]bool, len(started))
+	// collect takes the first reports already in, so that a reader that holds its iterator is
+	// never given up for waiting behind a slower one.
+	collect := func() {
+		for i, r := range started {
+			if reported[i] {
+				continue
+			}
+			select {
+			case reports[i] = <-r.ready:
+				reported[i] = true
+				c.readers.readied(r)
+			default:
+			}
+		}
+	}
+	for i, r := range started {
+		for !reported[i] {
 			c.armLate(late)
 			select {
-			case rerr := <-r.ready:
-				if rerr = c.readerReady(r, rerr); rerr != nil {
-					errs = append(errs, rerr)
-				}
-				waiting = false
+			case reports[i] = <-r.ready:
+				reported[i] = true
 			case <-late.C():
+				collect()
 				c.giveUpLate()
 			case <-c.ctx.Done():
 				return c.ctx.Err()
 			}
+		}
+	}
+	for i, r := range started {
+		if err := c.readerReady(r, reports[i]); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
