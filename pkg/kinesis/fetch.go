@@ -43,12 +43,12 @@ func (r *shardReader) fetch() error {
 	started := r.now()
 	in := &awskinesis.GetRecordsInput{ShardIterator: aws.String(r.iterator), Limit: &limit}
 	var out *awskinesis.GetRecordsOutput
-	err, leaseErr := r.kinesisCall(func(ctx context.Context) (err error) {
+	err, stop := r.kinesisCall(func(ctx context.Context) (err error) {
 		out, err = cfg.Client.GetRecords(ctx, in)
 		return err
 	})
-	if leaseErr != nil {
-		return leaseErr
+	if stop != nil {
+		return stop
 	}
 	if err != nil {
 		return r.fetchFailed(err)
@@ -117,11 +117,11 @@ func (r *shardReader) fetchFailed(err error) error {
 			// margin for clock skew: a few older records may come again, none is lost.
 			pos = position{initial: Position{Type: AtTimestamp, Timestamp: r.askedAt.Add(-latestSkewMargin)}}
 		}
-		it, gerr := r.getIterator(pos)
+		it, gerr, stop := r.getIterator(pos)
+		if stop != nil {
+			return stop
+		}
 		if gerr != nil {
-			if errors.Is(gerr, ErrLeaseLost) || errors.Is(gerr, errHandedOver) || r.ctx.Err() != nil {
-				return gerr
-			}
 			if c := classify(r.ctx, gerr); c == classThrottled || c == classTransient {
 				r.sub.logger.Info("Replacing an expired iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": gerr, "failures": r.failures}))
 				r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
@@ -174,8 +174,9 @@ func (r *shardReader) noteCall(callCtx context.Context, err error) {
 	}
 }
 
-// kinesisCall makes one Kinesis call, bounded by callContext, and returns its error, or a
-// lease error that ended the wait (the lease was lost or handed over, or the reader stopped).
+// kinesisCall makes one Kinesis call, bounded by callContext, and returns its error, or, as
+// stop, what ended the reader while the call was out (the lease was lost or handed over, or
+// the reader's context ended); the call is then cancelled and its error dropped.
 //
 // Under a lease the call runs on a goroutine of its own while the reader goroutine goes on
 // carrying out decide's steps, reading excepted: it renews, checkpoints what is acked,
@@ -186,10 +187,10 @@ func (r *shardReader) noteCall(callCtx context.Context, err error) {
 // checkpoint and the handoff until the asking worker took the lease, which redelivered what
 // was acked meanwhile (found by the simulation's slow reads). The goroutine touches nothing
 // of the reader's: call writes only what the caller reads after done is closed.
-func (r *shardReader) kinesisCall(call func(ctx context.Context) error) (err, leaseErr error) {
+func (r *shardReader) kinesisCall(call func(ctx context.Context) error) (err, stop error) {
 	ctx, cancel := r.callContext()
 	defer cancel()
-	if r.held == nil || r.renewAt.IsZero() {
+	if r.held == nil || r.renewAt.IsZero() { // no lease, or not reading yet (initIterator)
 		err = call(ctx)
 		r.noteCall(ctx, err)
 		return err, nil
@@ -235,7 +236,10 @@ const latestSkewMargin = time.Second
 func (r *shardReader) initIterator() error {
 	for attempt := 0; ; attempt++ {
 		askedAt := r.now()
-		it, err := r.getIterator(r.start)
+		it, err, stop := r.getIterator(r.start)
+		if stop != nil {
+			return stop
+		}
 		if err == nil {
 			r.iterator, r.askedAt = it, askedAt
 			return nil
@@ -282,7 +286,9 @@ func (r *shardReader) fallBackFromTrimmed(after string, err error) bool {
 	return true
 }
 
-func (r *shardReader) getIterator(pos position) (string, error) {
+// getIterator gets an iterator at pos. err is the call's; stop, when not nil, is what ended
+// the reader while the call was out (see kinesisCall).
+func (r *shardReader) getIterator(pos position) (it string, err, stop error) {
 	in := &awskinesis.GetShardIteratorInput{StreamName: &r.sub.stream, ShardId: &r.shardID}
 	seq, sub, inside := parsePosition(pos.after)
 	r.skipSeq, r.skipThrough = "", 0
@@ -305,18 +311,15 @@ func (r *shardReader) getIterator(pos position) (string, error) {
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	}
 	var out *awskinesis.GetShardIteratorOutput
-	err, leaseErr := r.kinesisCall(func(ctx context.Context) (err error) {
+	err, stop = r.kinesisCall(func(ctx context.Context) (err error) {
 		out, err = r.sub.cfg.Client.GetShardIterator(ctx, in)
 		return err
 	})
-	if leaseErr != nil {
-		return "", leaseErr
+	switch {
+	case stop != nil || err != nil:
+		return "", err, stop
+	case out.ShardIterator == nil:
+		return "", errors.New("GetShardIterator returned no iterator"), nil
 	}
-	if err != nil {
-		return "", err
-	}
-	if out.ShardIterator == nil {
-		return "", errors.New("GetShardIterator returned no iterator")
-	}
-	return *out.ShardIterator, nil
+	return *out.ShardIterator, nil, nil
 }

@@ -46,6 +46,10 @@ func (r *shardReader) startLease(now time.Time) {
 	r.checkpointAt = now.Add(r.sub.cfg.CheckpointInterval)
 }
 
+// stopAt is when deliveries must stop unless a renewal succeeds first: the stop point, counted
+// from when the last successful owner write was sent.
+func (r *shardReader) stopAt() time.Time { return r.renewed.Add(leaseStopAfter(r.sub.cfg)) }
+
 // renewedWith records a successful owner write (renewal or checkpoint) sent at sentAt: the
 // lease as it now is, and a stop point counted from sentAt.
 //
@@ -81,7 +85,7 @@ func (r *shardReader) beginHandoff() {
 func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
 	limit, byStop := r.storeTimeout(), false
 	if !r.paused {
-		if untilStop := r.renewed.Add(leaseStopAfter(r.sub.cfg)).Sub(r.now()); untilStop < limit {
+		if untilStop := r.stopAt().Sub(r.now()); untilStop < limit {
 			limit, byStop = max(untilStop, 0), true
 		}
 	}
@@ -98,6 +102,18 @@ func (r *shardReader) leaseCall(parent context.Context, call func(context.Contex
 // the point where it must give the shard up.
 func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenewInterval }
 
+// stopOn is what stops the reader after a failed owner write (what names it): the lost lease,
+// or the end of the reader's context; nil when the write may be tried again.
+func (r *shardReader) stopOn(what string, err error) error {
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, what, err)
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	}
+	return nil
+}
+
 // errLeaseStale: the owner could not renew its lease in time and may be taken over.
 var errLeaseStale = errors.New("lease not renewed in time")
 
@@ -111,15 +127,13 @@ func (r *shardReader) renew() error {
 		return cfg.LeaseStore.Renew(ctx, *r.held)
 	})
 	now := r.now()
-	switch {
-	case err == nil:
+	if err == nil {
 		r.renewedWith(l, sentAt)
 		r.renewAt = nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
-		return fmt.Errorf("%w: renewing: %w", ErrLeaseLost, err)
-	case r.ctx.Err() != nil:
-		return r.ctx.Err()
+	}
+	if stop := r.stopOn("renewing", err); stop != nil {
+		return stop
 	}
 	r.sub.logger.Error("Renewing the lease failed; will retry", err, r.logFields())
 	if r.paused {
@@ -199,15 +213,13 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
 		return r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		r.saved = seq
 		r.renewedWith(l, sentAt)
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
-		return fmt.Errorf("%w: checkpointing: %w", ErrLeaseLost, err)
-	case r.ctx.Err() != nil:
-		return r.ctx.Err()
+	}
+	if stop := r.stopOn("checkpointing", err); stop != nil {
+		return stop
 	}
 	r.sub.logger.Error("Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
 	return nil
@@ -256,10 +268,9 @@ func (r *shardReader) handOver() error {
 			r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
 		}
 		return nil
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, ErrLeaseLost):
-		return fmt.Errorf("%w: handing over: %w", ErrLeaseLost, err)
-	case r.ctx.Err() != nil:
-		return r.ctx.Err()
+	}
+	if stop := r.stopOn("handing over", err); stop != nil {
+		return stop
 	}
 	r.sub.logger.Error("Handing over the lease failed; will retry", err, r.logFields())
 	r.handoffRetry = r.now().Add(r.sub.cfg.LeaseRenewInterval)

@@ -156,7 +156,8 @@ func (r *shardReader) run() {
 // or ctx ends.
 func (r *shardReader) loop() (shardEnded bool, err error) {
 	for {
-		ended, err := r.turn(nil)
+		var ended bool
+		ended, err = r.turn(nil)
 		switch {
 		case ended:
 			return true, nil
@@ -229,8 +230,7 @@ func (r *shardReader) view(now time.Time) readerView {
 		maxInFlight:  r.sub.cfg.MaxInFlight,
 	}
 	if v.leased {
-		v.stopAt = r.renewed.Add(leaseStopAfter(r.sub.cfg))
-		v.renewAt, v.checkpointAt = r.renewAt, r.checkpointAt
+		v.stopAt, v.renewAt, v.checkpointAt = r.stopAt(), r.renewAt, r.checkpointAt
 	}
 	for _, d := range r.window {
 		switch {
