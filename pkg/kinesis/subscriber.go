@@ -95,7 +95,6 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	}
 	sub, ok := s.register(ctx, topic)
 	if !ok {
-		sub.cancel()
 		return nil, fmt.Errorf("%w: not subscribing to stream %q", ErrSubscriberClosed, topic)
 	}
 	err := s.ensureStream(sub.ctx, topic)
@@ -144,6 +143,9 @@ func (s *Subscriber) ensureStream(ctx context.Context, stream string) error {
 func (s *Subscriber) register(ctx context.Context, stream string) (*subscription, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
 	cfg := s.config
 	slot := 0
 	if cfg.ConsumerGroup != "" {
@@ -152,10 +154,6 @@ func (s *Subscriber) register(ctx context.Context, stream string) (*subscription
 	}
 	sub := newSubscription(ctx, cfg, s.logger, stream)
 	sub.slot = slot
-	if s.closed {
-		s.freeMemberSlot(sub)
-		return sub, false
-	}
 	s.subs[sub] = struct{}{}
 	return sub, true
 }
