@@ -72,6 +72,21 @@ func rgAccessDenied() error {
 	return &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User is not authorized to perform: kinesis:GetRecords", Fault: smithy.FaultClient}
 }
 
+// rgStartGated starts w1, under load, with its lease store behind a gate on shard x, and runs
+// until w1 reads every shard of the world.
+func rgStartGated(w *fltWorld, x string) (*grpWorker, *rgGate) {
+	w.t.Helper()
+	var gate *rgGate
+	w.publishing = true
+	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
+		gate = newRgGate(c.LeaseStore, x)
+		c.LeaseStore = gate
+	})
+	w.runUntil("w1 reads every shard", 3*grpSyncInterval, func() bool { return w.spread("w1") })
+	w.steps(time.Second)
+	return w1, gate
+}
+
 // rgRefuseReadDuringListing makes one GetRecords of shard x fail with a non-retryable error
 // while the coordinator's next lease listing waits at gate, and runs until it has.
 func rgRefuseReadDuringListing(w *fltWorld, gate *rgGate, x string) {
@@ -148,14 +163,7 @@ func TestRegress_LateExitKeepsSuccessor(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newFltWorld(t, 2)
 	x := subShard(0)
-	var gate *rgGate
-	w.publishing = true
-	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
-		gate = newRgGate(c.LeaseStore, x)
-		c.LeaseStore = gate
-	})
-	w.runUntil("w1 reads both shards", 3*grpSyncInterval, func() bool { return w.spread("w1") })
-	w.steps(time.Second)
+	w1, gate := rgStartGated(w, x)
 
 	gen0 := w.lease(x).Generation
 	acquired0 := len(w1.eventsOf("acquired", x))

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 )
 
 // Item 1(c): at a shard's end during a reshard, one instance must not have two readers of the
@@ -21,14 +19,7 @@ func TestRegress_ClosedParentHasOneReader(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newFltWorld(t, 1)
 	x := subShard(0)
-	var gate *rgGate
-	w.publishing = true
-	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
-		gate = newRgGate(c.LeaseStore, x)
-		c.LeaseStore = gate
-	})
-	w.runUntil("w1 reads the shard", 3*grpSyncInterval, func() bool { return w.spread("w1") })
-	w.steps(time.Second)
+	w1, gate := rgStartGated(w, x)
 
 	from := w.now()
 	rgRefuseReadDuringListing(w, gate, x)
