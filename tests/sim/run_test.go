@@ -130,7 +130,11 @@ func (w *world) shutdown() {
 	w.mu.Unlock()
 	closeAll(all)
 	w.wg.Wait()
-	_ = w.pub.Close()
+	if err := w.pub.Close(); err != nil {
+		w.mu.Lock()
+		w.closeErrs = append(w.closeErrs, "publisher: Close: "+err.Error())
+		w.mu.Unlock()
+	}
 }
 
 var bubbleRE = regexp.MustCompile(`synctest bubble (\d+)\]`)
