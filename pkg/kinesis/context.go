@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -38,18 +39,79 @@ type RecordInfo struct {
 type recordInfoKey struct{}
 
 // messageContext is a message's context: cancelled on Ack, Nack and Close, and carrying the
-// record's facts. One struct per message instead of a chain of context.WithValue keeps the
-// delivery path at one allocation for the facts.
+// record's facts. It is made with its delivery, in the same allocation, and costs nothing more
+// unless a handler asks for Done: a context.WithCancel per message cost two allocations and a
+// lock on the reader's context for every record, to build a channel few handlers read.
+//
+// The reader goroutine cancels it (cancel) when it sees the message settled and when it stops;
+// handlers read it from any goroutine, so its state is behind mu.
 type messageContext struct {
-	context.Context
-	info RecordInfo
+	parent context.Context // the reader's: deadline and values; its end ends this one too
+	info   RecordInfo
+
+	mu        sync.Mutex
+	cancelled bool
+	lazy      *lazyDone // made by the first Done
+}
+
+// lazyDone is a messageContext's Done channel, and the registration that closes it when the
+// reader's context ends first.
+type lazyDone struct {
+	ch   chan struct{}
+	stop func() bool
+}
+
+func (c *messageContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+// Done is closed when the message is settled, or when its reader stops.
+func (c *messageContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lazy == nil {
+		c.lazy = &lazyDone{ch: make(chan struct{})}
+		if c.cancelled {
+			close(c.lazy.ch)
+		} else {
+			c.lazy.stop = context.AfterFunc(c.parent, c.cancel)
+		}
+	}
+	return c.lazy.ch
+}
+
+func (c *messageContext) Err() error {
+	c.mu.Lock()
+	cancelled := c.cancelled
+	c.mu.Unlock()
+	if cancelled {
+		return context.Canceled
+	}
+	if err := c.parent.Err(); err != nil {
+		return context.Canceled
+	}
+	return nil
 }
 
 func (c *messageContext) Value(key any) any {
 	if key == (recordInfoKey{}) {
 		return &c.info
 	}
-	return c.Context.Value(key)
+	return c.parent.Value(key)
+}
+
+// cancel ends the context; later calls do nothing.
+func (c *messageContext) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled {
+		return
+	}
+	c.cancelled = true
+	if c.lazy != nil {
+		close(c.lazy.ch)
+		if c.lazy.stop != nil {
+			c.lazy.stop()
+		}
+	}
 }
 
 // RecordFromContext returns the facts of the record a consumed message came from.

@@ -18,20 +18,24 @@ import (
 // the next read may go out. The reader goroutine owns it.
 type fetchState struct {
 	iterator string
-	askedAt  time.Time    // when the first iterator was asked for, by this machine's clock
-	lastRead string       // sequence number of the last record fetched
-	records  []userRecord // the current batch, KPL aggregates expanded
-	next     int          // index in records of the next record to deliver
+	askedAt  time.Time      // when the first iterator was asked for, by this machine's clock
+	lastRead string         // sequence number of the last record fetched
+	batch    []types.Record // the current batch
+	records  []userRecord   // the current batch with its KPL aggregates expanded; nil if it has none
+	next     int            // index in records (or, if nil, batch) of the next record to deliver
 	// skipSeq and skipThrough: the reader resumes inside the KPL aggregate skipSeq, whose user
 	// records up to skipThrough are done; cleared once that aggregate has been read.
 	skipSeq     string
 	skipThrough int
-	behind      int64              // MillisBehindLatest of the current batch
-	ended       bool               // the shard is closed and read to its end
-	children    []types.ChildShard // the ChildShards of the read that reached the end
-	fetchAt     time.Time          // the earliest time the next GetRecords may be sent
-	failures    int                // consecutive failed reads, for backoff
-	timeouts    int                // consecutive Kinesis calls that timed out (callContext)
+	behind      int64 // MillisBehindLatest of the current batch
+	// avgRecordBytes is the average data size of the last read that returned records, which
+	// sizes the next read (holdLimit).
+	avgRecordBytes int
+	ended          bool               // the shard is closed and read to its end
+	children       []types.ChildShard // the ChildShards of the read that reached the end
+	fetchAt        time.Time          // the earliest time the next GetRecords may be sent
+	failures       int                // consecutive failed reads, for backoff
+	timeouts       int                // consecutive Kinesis calls that timed out (callContext)
 }
 
 // fetch reads the next batch. Throttling and transient failures only postpone the next read
@@ -39,7 +43,7 @@ type fetchState struct {
 // by one after the last record read. Only errors no retry can fix are returned.
 func (r *shardReader) fetch() error {
 	cfg := r.sub.cfg
-	limit := cfg.GetRecordsLimit
+	limit := r.readLimit()
 	started := r.now()
 	in := &awskinesis.GetRecordsInput{ShardIterator: aws.String(r.iterator), Limit: &limit}
 	var out *awskinesis.GetRecordsOutput
@@ -54,7 +58,8 @@ func (r *shardReader) fetch() error {
 		return r.fetchFailed(err)
 	}
 	r.failures = 0
-	r.records, r.next = expand(out.Records, cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough), 0
+	r.batch, r.next = out.Records, 0
+	r.records = expand(out.Records, cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough)
 	if len(out.Records) > 0 {
 		r.skipSeq = "" // the aggregate to resume inside is the first record read
 	}
@@ -63,6 +68,11 @@ func (r *shardReader) fetch() error {
 	}
 	if n := len(out.Records); n > 0 {
 		r.lastRead = deref(out.Records[n-1].SequenceNumber)
+		size := 0
+		for i := range out.Records {
+			size += len(out.Records[i].Data)
+		}
+		r.avgRecordBytes = max(size/n, 1)
 	}
 	if out.NextShardIterator == nil {
 		r.ended, r.iterator, r.children = true, "", out.ChildShards
@@ -77,6 +87,14 @@ func (r *shardReader) fetch() error {
 		r.fetchAt = started.Add(cfg.MinReadInterval)
 	}
 	return nil
+}
+
+// buffered is how many records of the current batch are not prepared yet.
+func (r *shardReader) buffered() int {
+	if r.records != nil {
+		return len(r.records) - r.next
+	}
+	return len(r.batch) - r.next
 }
 
 func (r *shardReader) fetchFailed(err error) error {

@@ -8,9 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 )
@@ -73,55 +71,6 @@ func TestBatchesRespectCountAndSize(t *testing.T) {
 		if size > maxPutRecordsSize {
 			t.Fatalf("batch of %d bytes exceeds 5 MiB", size)
 		}
-	}
-}
-
-func TestWatermark(t *testing.T) {
-	d := func(seq string, s deliveryState) *delivery { return &delivery{seq: seq, state: s} }
-	tests := []struct {
-		name    string
-		window  []*delivery
-		done    int
-		seqWant string
-	}{
-		{"empty", nil, 0, ""},
-		{"oldest unacked holds it", []*delivery{d("1", stateSent), d("2", stateAcked)}, 0, ""},
-		{"acked prefix", []*delivery{d("1", stateAcked), d("2", stateAcked), d("3", stateSent), d("4", stateAcked)}, 2, "2"},
-		{"nacked holds it", []*delivery{d("1", stateAcked), d("2", stateNacked)}, 1, "1"},
-		{"all acked", []*delivery{d("1", stateAcked), d("2", stateAcked)}, 2, "2"},
-	}
-	for _, tt := range tests {
-		done, seq := watermark(tt.window)
-		if done != tt.done || seq != tt.seqWant {
-			t.Errorf("%s: watermark = %d %q, want %d %q", tt.name, done, seq, tt.done, tt.seqWant)
-		}
-	}
-}
-
-func TestSettle(t *testing.T) {
-	now := time.Unix(1000, 0)
-	newDelivery := func() (*delivery, *bool) {
-		cancelled := false
-		return &delivery{msg: message.NewMessage("id", nil), cancel: func() { cancelled = true }}, &cancelled
-	}
-	d, cancelled := newDelivery()
-	if d.settle(now, time.Second) || *cancelled {
-		t.Fatal("an unsettled message must stay sent")
-	}
-	d.msg.Ack()
-	if !d.settle(now, time.Second) || d.state != stateAcked || !*cancelled {
-		t.Fatal("ack must settle and cancel the context")
-	}
-	d, cancelled = newDelivery()
-	d.msg.Nack()
-	if !d.settle(now, time.Second) || d.state != stateNacked || !d.resendAt.Equal(now.Add(time.Second)) || !*cancelled {
-		t.Fatalf("nack: state %v resendAt %v", d.state, d.resendAt)
-	}
-	d, _ = newDelivery()
-	d.msg.Nack()
-	d.settle(now, NoSleep)
-	if !d.resendAt.Equal(now) {
-		t.Fatal("NoSleep must resend at once")
 	}
 }
 

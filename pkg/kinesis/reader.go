@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -65,6 +66,8 @@ type shardReader struct {
 	windowState // window.go: the in-flight window and the watermark
 	leaseState  // lease_calls.go: renewal, checkpoint, handoff and pause timing
 	wake        clock.Timer
+	wakeArmed   time.Time            // what wake is set for; zero once it fired and was received
+	selectBuf   []reflect.SelectCase // waitMany's cases, reused
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -223,55 +226,119 @@ func (r *shardReader) view(now time.Time) readerView {
 		handingOff:   r.handingOff,
 		handoffBy:    r.handoffBy,
 		handoffRetry: r.handoffRetry,
-		buffered:     len(r.records) - r.next,
-		prepared:     r.prepared,
+		buffered:     r.buffered(),
+		next:         r.sendable.peek(),
+		waiting:      r.waiting,
 		fetchAt:      r.fetchAt,
-		inFlight:     len(r.window),
+		window:       len(r.window),
+		out:          r.out(),
+		unsettled:    len(r.sentOut),
+		resend:       r.dueResend(),
 		maxInFlight:  r.sub.cfg.MaxInFlight,
+		holdLimit:    r.holdLimit(),
 	}
 	if v.leased {
 		v.stopAt, v.renewAt, v.checkpointAt = r.stopAt(), r.renewAt, r.checkpointAt
-	}
-	for _, d := range r.window {
-		switch {
-		case d.state == stateSent:
-			v.unsettled++
-		case d.state == stateNacked && (v.resend == nil || d.resendAt.Before(v.resend.resendAt)):
-			v.resend = d
-		}
 	}
 	return v
 }
 
 // wait offers s.offer to the subscriber and waits for the first event: that send, the Ack or
-// Nack of the oldest unsettled message, s.until, a handoff request, the lease's loss, the end
-// of the subscription, or the return of the call that is out (callDone, nil if none).
+// Nack of a message out, s.until, a handoff request, the lease's loss, the end of the
+// subscription, or the return of the call that is out (callDone, nil if none).
 func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 	var send chan<- *message.Message
 	var msg *message.Message
 	if s.offer != nil {
 		send, msg = r.sub.out, s.offer.msg
 	}
-	var acked, nacked <-chan struct{}
-	if d := oldestUnsettled(r.window); d != nil {
-		acked, nacked = d.msg.Acked(), d.msg.Nacked()
-	}
 	handoff := r.handoff
 	if r.handingOff {
 		handoff = nil
+	}
+	wake := r.wakeAt(s.until)
+	if len(r.sentOut) > 1 {
+		return r.waitMany(s, send, msg, wake, callDone, handoff)
+	}
+	var acked, nacked <-chan struct{}
+	if d := r.oldestUnsettled(); d != nil {
+		acked, nacked = d.msg.Acked(), d.msg.Nacked()
 	}
 	select {
 	case send <- msg:
 		r.sent(s.offer)
 	case <-acked:
 	case <-nacked:
-	case <-r.wakeAt(s.until):
+	case <-wake:
+		r.wakeArmed = time.Time{}
 	case <-callDone:
 	case <-handoff:
 		r.beginHandoff()
 	case <-r.lost:
-		return fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
+		return errLostToOther
 	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	return nil
+}
+
+// errLostToOther stops a reader that the coordinator fenced.
+var errLostToOther = fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
+
+// The fixed cases of waitMany, in its case list.
+const (
+	caseSend = iota
+	caseWake
+	caseCall
+	caseHandoff
+	caseLost
+	caseDone
+	fixedCases
+)
+
+// waitMany is wait with several messages out: it waits on the Ack and Nack of each, so that
+// any of them wakes the reader at once (with OrderByKey, an Ack lets the next message of its
+// key out). A select statement cannot wait on a number of channels known only at run time,
+// hence reflect.Select; a goroutine per message would cost more.
+func (r *shardReader) waitMany(s step, send chan<- *message.Message, msg *message.Message,
+	wake <-chan time.Time, callDone, handoff <-chan struct{}) error {
+	// A zero Chan leaves a case out, as a nil channel does in a select statement.
+	cases := r.selectBuf[:0]
+	for range fixedCases {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv})
+	}
+	if send != nil {
+		cases[caseSend] = reflect.SelectCase{Dir: reflect.SelectSend, Chan: reflect.ValueOf(send), Send: reflect.ValueOf(msg)}
+	}
+	if wake != nil {
+		cases[caseWake] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wake)}
+	}
+	if callDone != nil {
+		cases[caseCall] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(callDone)}
+	}
+	if handoff != nil {
+		cases[caseHandoff] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(handoff)}
+	}
+	cases[caseLost] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.lost)}
+	cases[caseDone] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.ctx.Done())}
+	for _, d := range r.sentOut {
+		cases = append(cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.msg.Acked())},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.msg.Nacked())})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	clear(cases) // drop the references until the next wait
+	r.selectBuf = cases[:0]
+	switch chosen {
+	case caseSend:
+		r.sent(s.offer)
+	case caseWake:
+		r.wakeArmed = time.Time{}
+	case caseHandoff:
+		r.beginHandoff()
+	case caseLost:
+		return errLostToOther
+	case caseDone:
 		return r.ctx.Err()
 	}
 	return nil
@@ -279,20 +346,23 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 
 // atEnd: the shard is closed, read to its end, and every record of it is done.
 func (r *shardReader) atEnd() bool {
-	return r.ended && r.prepared == nil && r.next >= len(r.records) && len(r.window) == 0
+	return r.ended && r.buffered() == 0 && len(r.window) == 0
 }
 
 // wakeAt returns a channel that fires at 'at' (nil for the zero time). One timer per reader
-// is reused.
+// is reused, and left as it is when it is already set for that time: most waits of a busy
+// reader wake for the same lease deadline, and re-arming a timer for every message cost more
+// than the rest of the wait.
 func (r *shardReader) wakeAt(at time.Time) <-chan time.Time {
 	if at.IsZero() {
 		return nil
 	}
-	d := at.Sub(r.now())
-	if r.wake == nil {
-		r.wake = r.sub.cfg.Clock.NewTimer(d)
-	} else {
-		r.wake.Reset(d)
+	switch {
+	case r.wake == nil:
+		r.wake = r.sub.cfg.Clock.NewTimer(at.Sub(r.now()))
+	case !at.Equal(r.wakeArmed):
+		r.wake.Reset(at.Sub(r.now()))
 	}
+	r.wakeArmed = at
 	return r.wake.C()
 }

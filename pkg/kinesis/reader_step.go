@@ -72,12 +72,15 @@ type readerView struct {
 	calling bool
 
 	buffered    int       // records fetched and not yet prepared
-	prepared    *delivery // the next record, decoded, waiting to be sent
+	next        *delivery // the oldest prepared delivery that ordering lets out now, if any
+	waiting     int       // prepared deliveries not sent yet (next, and those ordering holds back)
 	fetchAt     time.Time // the earliest time the next read may be sent
-	inFlight    int       // deliveries in the window (sent, nacked or acked behind an unacked one)
+	window      int       // deliveries not done: waiting, sent, nacked, or acked behind one that is not
+	out         int       // deliveries sent or nacked: what maxInFlight bounds
 	unsettled   int       // deliveries sent and not yet seen acked or nacked
 	resend      *delivery // the nacked delivery due first, if any
 	maxInFlight int
+	holdLimit   int // the most records the shard may hold, fetched and not done (holdLimit)
 }
 
 // decide is a shard reader's choice of what to do next: a pure function of its state and the
@@ -88,8 +91,8 @@ func decide(v readerView) step {
 	if do, due := leaseDue(v); due {
 		return step{do: do}
 	}
-	drained := v.prepared == nil && v.buffered == 0
-	if v.ended && drained && v.inFlight == 0 {
+	drained := v.buffered == 0
+	if v.ended && drained && v.window == 0 {
 		if v.leased && !v.endWritten {
 			if !v.now.Before(v.finishRetry) {
 				return step{do: actFinish}
@@ -101,10 +104,15 @@ func decide(v readerView) step {
 	if v.handingOff && !v.paused && !v.now.Before(v.handoffRetry) && (v.unsettled == 0 || !v.now.Before(v.handoffBy)) {
 		return step{do: actHandOver}
 	}
-	if v.prepared == nil && v.buffered > 0 {
+	// Prepare one record ahead of what is out, and, when ordering holds every prepared one
+	// back (OrderByKey: their keys are busy) while there is room out, further, to find one it
+	// lets go; never past the shard's hold limit.
+	if v.buffered > 0 && v.window < v.holdLimit && (v.waiting == 0 || (v.next == nil && v.out < v.maxInFlight)) {
 		return step{do: actPrepare}
 	}
-	reading := drained && !v.ended && !v.paused && !v.handingOff && !v.calling
+	// Read once the last batch is prepared and the window leaves room for a read of a useful
+	// size (fetch asks for holdLimit - window records).
+	reading := drained && !v.ended && !v.paused && !v.handingOff && !v.calling && (v.window == 0 || 2*v.window <= v.holdLimit)
 	if reading && !v.now.Before(v.fetchAt) {
 		return step{do: actFetch}
 	}
@@ -118,8 +126,8 @@ func decide(v readerView) step {
 		// renewal succeeds, this one goes on.
 	case v.resend != nil && !v.now.Before(v.resend.resendAt):
 		offer = v.resend
-	case v.prepared != nil && v.inFlight < v.maxInFlight:
-		offer = v.prepared
+	case v.next != nil && v.out < v.maxInFlight:
+		offer = v.next
 	}
 	if reading {
 		until = earliest(until, v.fetchAt)
@@ -134,11 +142,6 @@ func decide(v readerView) step {
 		if v.handoffRetry.After(v.now) {
 			until = earliest(until, v.handoffRetry)
 		}
-	}
-	// The reader waits on the Ack and Nack of the oldest unsettled message only; those of the
-	// messages behind it are noticed by looking again soon.
-	if v.unsettled > 1 {
-		until = earliest(until, v.now.Add(settlePollInterval))
 	}
 	return v.wait(offer, until)
 }
@@ -185,10 +188,6 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-// settlePollInterval is how soon a reader looks again at a window holding more than one
-// unsettled message: their Acks and Nacks, except the oldest one's, wake nothing.
-const settlePollInterval = 5 * time.Millisecond
 
 // nextTick is the first time after now on the grid last + k*interval (k >= 1), as a ticker
 // fires: missed ticks are not caught up.

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -9,13 +10,13 @@ import (
 func TestDecide(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	next := &delivery{seq: "next"}
-	nacked := &delivery{seq: "nacked", state: stateNacked, resendAt: at(50 * time.Millisecond)}
-	dueNack := &delivery{seq: "due", state: stateNacked, resendAt: at(-time.Millisecond)}
+	next := &delivery{ord: 1}
+	nacked := &delivery{ord: 2, state: stateNacked, resendAt: at(50 * time.Millisecond)}
+	dueNack := &delivery{ord: 3, state: stateNacked, resendAt: at(-time.Millisecond)}
 	// leased is a reader in good standing: renewed recently, nothing due before 1 s.
 	leased := func(change func(v *readerView)) readerView {
 		v := readerView{
-			now: t0, leased: true, maxInFlight: 1,
+			now: t0, leased: true, maxInFlight: 1, holdLimit: 100,
 			stopAt: at(8 * time.Second), renewAt: at(time.Second), checkpointAt: at(5 * time.Second),
 			fetchAt: at(200 * time.Millisecond),
 		}
@@ -25,7 +26,7 @@ func TestDecide(t *testing.T) {
 		return v
 	}
 	unleased := func(change func(v *readerView)) readerView {
-		v := readerView{now: t0, maxInFlight: 1, fetchAt: at(200 * time.Millisecond)}
+		v := readerView{now: t0, maxInFlight: 1, holdLimit: 100, fetchAt: at(200 * time.Millisecond)}
 		if change != nil {
 			change(&v)
 		}
@@ -39,13 +40,13 @@ func TestDecide(t *testing.T) {
 		until time.Time
 	}{
 		// Lease safety comes first.
-		{"past the stop point: pause", leased(func(v *readerView) { v.stopAt, v.prepared = t0, next }), actPause, nil, time.Time{}},
+		{"past the stop point: pause", leased(func(v *readerView) { v.stopAt, v.next, v.waiting, v.window = t0, next, 1, 1 }), actPause, nil, time.Time{}},
 		{"paused, renewed since: resume", leased(func(v *readerView) { v.paused = true }), actResume, nil, time.Time{}},
 		{"paused and still stale: wait for the renewal, send nothing", leased(func(v *readerView) {
-			v.paused, v.stopAt, v.prepared, v.renewAt = true, at(-time.Second), next, at(250*time.Millisecond)
+			v.paused, v.stopAt, v.next, v.waiting, v.window, v.renewAt = true, at(-time.Second), next, 1, 1, at(250*time.Millisecond)
 		}), actWait, nil, at(250 * time.Millisecond)},
 		{"renewal due", leased(func(v *readerView) { v.renewAt = t0 }), actRenew, nil, time.Time{}},
-		{"renewal due before a pending send", leased(func(v *readerView) { v.renewAt, v.prepared = t0, next }), actRenew, nil, time.Time{}},
+		{"renewal due before a pending send", leased(func(v *readerView) { v.renewAt, v.next, v.waiting, v.window = t0, next, 1, 1 }), actRenew, nil, time.Time{}},
 		{"checkpoint due", leased(func(v *readerView) { v.checkpointAt = at(-time.Millisecond) }), actCheckpoint, nil, time.Time{}},
 		{"no lease: no renewal, no checkpoint", unleased(func(v *readerView) { v.fetchAt = t0 }), actFetch, nil, time.Time{}},
 
@@ -55,7 +56,7 @@ func TestDecide(t *testing.T) {
 			actWait, nil, at(300 * time.Millisecond)},
 		{"ended, SHARD_END written: end", leased(func(v *readerView) { v.ended, v.endWritten = true, true }), actEnd, nil, time.Time{}},
 		{"ended without a lease: end", unleased(func(v *readerView) { v.ended = true }), actEnd, nil, time.Time{}},
-		{"ended with a message in flight: wait for its ack", leased(func(v *readerView) { v.ended, v.inFlight, v.unsettled = true, 1, 1 }),
+		{"ended with a message in flight: wait for its ack", leased(func(v *readerView) { v.ended, v.window, v.out, v.unsettled = true, 1, 1, 1 }),
 			actWait, nil, at(time.Second)},
 		{"ended with records still fetched: prepare them first", leased(func(v *readerView) { v.ended, v.buffered = true, 3 }), actPrepare, nil, time.Time{}},
 
@@ -63,22 +64,22 @@ func TestDecide(t *testing.T) {
 		{"handoff asked, nothing in flight: hand over", leased(func(v *readerView) { v.handingOff, v.handoffBy = true, at(5*time.Second) }),
 			actHandOver, nil, time.Time{}},
 		{"handoff asked, one in flight: wait for it until handoffBy, send nothing", leased(func(v *readerView) {
-			v.handingOff, v.handoffBy, v.inFlight, v.unsettled, v.prepared = true, at(500*time.Millisecond), 1, 1, next
+			v.handingOff, v.handoffBy, v.window, v.out, v.unsettled, v.next, v.waiting = true, at(500*time.Millisecond), 2, 1, 1, next, 1
 		}), actWait, nil, at(500 * time.Millisecond)},
 		{"handoff asked, in flight past handoffBy: hand over anyway", leased(func(v *readerView) {
-			v.handingOff, v.handoffBy, v.inFlight, v.unsettled = true, t0, 1, 1
+			v.handingOff, v.handoffBy, v.window, v.out, v.unsettled = true, t0, 1, 1, 1
 		}), actHandOver, nil, time.Time{}},
 		{"handoff failed: wait for handoffRetry", leased(func(v *readerView) {
 			v.handingOff, v.handoffBy, v.handoffRetry = true, t0, at(700*time.Millisecond)
 		}), actWait, nil, at(700 * time.Millisecond)},
 		{"handoff retry time passed, a message still in flight: wait for it, not a busy loop", leased(func(v *readerView) {
-			v.handingOff, v.handoffBy, v.handoffRetry, v.inFlight, v.unsettled = true, at(400*time.Millisecond), at(-time.Second), 1, 1
+			v.handingOff, v.handoffBy, v.handoffRetry, v.window, v.out, v.unsettled = true, at(400*time.Millisecond), at(-time.Second), 1, 1, 1
 		}), actWait, nil, at(400 * time.Millisecond)},
 		{"handoff while paused: wait for the renewal", leased(func(v *readerView) {
 			v.handingOff, v.paused, v.stopAt, v.renewAt = true, true, t0, at(250*time.Millisecond)
 		}), actWait, nil, at(250 * time.Millisecond)},
 		{"handing off: no reads", leased(func(v *readerView) {
-			v.handingOff, v.handoffBy, v.inFlight, v.unsettled, v.fetchAt = true, at(500*time.Millisecond), 1, 1, t0
+			v.handingOff, v.handoffBy, v.window, v.out, v.unsettled, v.fetchAt = true, at(500*time.Millisecond), 1, 1, 1, t0
 		}), actWait, nil, at(500 * time.Millisecond)},
 
 		// Reading and sending.
@@ -88,27 +89,52 @@ func TestDecide(t *testing.T) {
 		{"a call is out: no second read, however due", unleased(func(v *readerView) { v.fetchAt, v.calling = t0, true }), actWait, nil, time.Time{}},
 		{"a call is out: lease steps go on", leased(func(v *readerView) { v.renewAt, v.calling = t0, true }), actRenew, nil, time.Time{}},
 		{"a call is out: a nacked message due is resent", unleased(func(v *readerView) {
-			v.calling, v.inFlight, v.resend = true, 1, dueNack
+			v.calling, v.window, v.out, v.resend = true, 1, 1, dueNack
 		}), actWait, dueNack, time.Time{}},
 		{"a call is out and a handoff is asked: hand over", leased(func(v *readerView) { v.calling, v.handingOff, v.handoffBy = true, true, at(time.Second) }),
 			actHandOver, nil, time.Time{}},
 		{"paused: no reads", leased(func(v *readerView) { v.paused, v.stopAt, v.fetchAt = true, t0, t0 }), actWait, nil, at(time.Second)},
-		{"prepared, window has room: offer it", unleased(func(v *readerView) { v.prepared = next }), actWait, next, time.Time{}},
-		{"prepared, window full: wait for the ack", unleased(func(v *readerView) { v.prepared, v.inFlight, v.unsettled = next, 1, 1 }),
-			actWait, nil, time.Time{}},
-		{"prepared, window full, leased: wake for the lease only", leased(func(v *readerView) { v.prepared, v.inFlight, v.unsettled = next, 1, 1 }),
-			actWait, nil, at(time.Second)},
+		{"prepared, room out: offer it", unleased(func(v *readerView) { v.next, v.waiting, v.window = next, 1, 1 }), actWait, next, at(200 * time.Millisecond)},
+		{"prepared, MaxInFlight out: wait for an ack", unleased(func(v *readerView) { v.next, v.waiting, v.window, v.out, v.unsettled = next, 1, 2, 1, 1 }),
+			actWait, nil, at(200 * time.Millisecond)},
+		{"prepared, MaxInFlight out, leased: wake to read ahead", leased(func(v *readerView) {
+			v.next, v.waiting, v.window, v.out, v.unsettled = next, 1, 2, 1, 1
+		}), actWait, nil, at(200 * time.Millisecond)},
 		{"a nacked message due goes before the next record", unleased(func(v *readerView) {
-			v.prepared, v.inFlight, v.resend = next, 1, dueNack
-		}), actWait, dueNack, time.Time{}},
-		{"a nacked message not due yet: wake when it is", unleased(func(v *readerView) {
-			v.prepared, v.inFlight, v.resend = next, 1, nacked
+			v.next, v.waiting, v.window, v.out, v.resend, v.maxInFlight = next, 1, 2, 1, dueNack, 2
+		}), actWait, dueNack, at(200 * time.Millisecond)},
+		{"a nacked message not due yet, MaxInFlight out: wake when it is due", unleased(func(v *readerView) {
+			v.next, v.waiting, v.window, v.out, v.resend = next, 1, 2, 1, nacked
 		}), actWait, nil, at(50 * time.Millisecond)},
-		{"several unsettled: look again soon for their acks", unleased(func(v *readerView) {
-			v.maxInFlight, v.inFlight, v.unsettled, v.prepared = 4, 4, 4, next
-		}), actWait, nil, at(settlePollInterval)},
+		{"a nacked message counts as out", unleased(func(v *readerView) {
+			v.next, v.waiting, v.window, v.out, v.unsettled, v.resend, v.maxInFlight = next, 1, 3, 2, 1, nacked, 2
+		}), actWait, nil, at(50 * time.Millisecond)},
+		{"several out, room for more: offer the next, no polling for their acks", unleased(func(v *readerView) {
+			v.maxInFlight, v.window, v.out, v.unsettled, v.next, v.waiting = 4, 4, 3, 3, next, 1
+		}), actWait, next, at(200 * time.Millisecond)},
+		{"one out, one prepared behind it: prepare nothing more", unleased(func(v *readerView) {
+			v.buffered, v.window, v.out, v.unsettled, v.waiting = 5, 2, 1, 1, 1
+		}), actWait, nil, time.Time{}},
+		{"one out, nothing prepared: prepare one ahead", unleased(func(v *readerView) {
+			v.buffered, v.window, v.out, v.unsettled = 5, 1, 1, 1
+		}), actPrepare, nil, time.Time{}},
+		{"all prepared held back by their keys, room out: prepare further", unleased(func(v *readerView) {
+			v.maxInFlight, v.buffered, v.window, v.out, v.unsettled, v.waiting = 4, 5, 3, 1, 1, 2
+		}), actPrepare, nil, time.Time{}},
+		{"held back by their keys at the hold limit: prepare nothing more", unleased(func(v *readerView) {
+			v.maxInFlight, v.buffered, v.window, v.out, v.unsettled, v.waiting, v.holdLimit = 4, 5, 3, 1, 1, 2, 3
+		}), actWait, nil, time.Time{}},
+		{"window over half the hold limit: no read yet", unleased(func(v *readerView) {
+			v.fetchAt, v.window, v.out, v.unsettled, v.holdLimit = t0, 6, 1, 1, 10
+		}), actWait, nil, time.Time{}},
+		{"window at half the hold limit: read", unleased(func(v *readerView) {
+			v.fetchAt, v.window, v.out, v.unsettled, v.holdLimit = t0, 5, 1, 1, 10
+		}), actFetch, nil, time.Time{}},
+		{"a batch prepared, its last record waiting: the next read goes out", unleased(func(v *readerView) {
+			v.next, v.waiting, v.window, v.out, v.unsettled, v.fetchAt = next, 1, 2, 1, 1, t0
+		}), actFetch, nil, time.Time{}},
 		{"the stop point wakes a reader with nothing else due", leased(func(v *readerView) {
-			v.stopAt, v.renewAt, v.checkpointAt, v.inFlight, v.unsettled = at(100*time.Millisecond), at(time.Second), at(time.Second), 1, 1
+			v.stopAt, v.renewAt, v.checkpointAt, v.window, v.out, v.unsettled = at(100*time.Millisecond), at(time.Second), at(time.Second), 1, 1, 1
 		}), actWait, nil, at(100 * time.Millisecond)},
 	}
 	for _, tt := range tests {
@@ -126,7 +152,7 @@ func seqOf(d *delivery) string {
 	if d == nil {
 		return "none"
 	}
-	return d.seq
+	return strconv.FormatUint(d.ord, 10)
 }
 
 func rel(t0, at time.Time) string {
@@ -175,14 +201,17 @@ func TestDecideProperties(t *testing.T) {
 			ended: rng.IntN(4) == 0, endWritten: rng.IntN(2) == 0, finishRetry: when(),
 			handingOff: rng.IntN(3) == 0, handoffBy: when(), handoffRetry: when(),
 			buffered: rng.IntN(3), fetchAt: when(), maxInFlight: 1 + rng.IntN(3), calling: rng.IntN(3) == 0,
+			holdLimit: 1 + rng.IntN(6),
 		}
-		v.inFlight = rng.IntN(v.maxInFlight + 1)
-		v.unsettled = rng.IntN(v.inFlight + 1)
-		if rng.IntN(2) == 0 {
-			v.prepared = &delivery{seq: "next"}
+		v.out = rng.IntN(v.maxInFlight + 1)
+		v.unsettled = rng.IntN(v.out + 1)
+		v.waiting = rng.IntN(3)
+		v.window = v.out + v.waiting + rng.IntN(2)
+		if v.waiting > 0 && rng.IntN(2) == 0 {
+			v.next = &delivery{ord: 1}
 		}
-		if v.inFlight > v.unsettled && rng.IntN(2) == 0 {
-			v.resend = &delivery{seq: "nacked", state: stateNacked, resendAt: when()}
+		if v.out > v.unsettled {
+			v.resend = &delivery{ord: 2, state: stateNacked, resendAt: when()}
 		}
 		if !v.leased {
 			v.paused, v.handingOff = false, false // only a lease can pause or be handed over
@@ -191,6 +220,9 @@ func TestDecideProperties(t *testing.T) {
 			v.stopAt = t0.Add(-time.Second) // a paused reader is past its stop point, or resumes
 		}
 		s := decide(v)
+		if s.do == actPrepare && v.window >= v.holdLimit {
+			t.Fatalf("view %d: %+v\nprepares past the hold limit", i, v)
+		}
 		if v.calling && (s.do == actFetch || s.do == actPrepare) && v.buffered == 0 {
 			t.Fatalf("view %d: %+v\nreads while a call is out", i, v)
 		}
@@ -203,8 +235,8 @@ func TestDecideProperties(t *testing.T) {
 		if s.offer != nil && (v.paused || v.handingOff) {
 			t.Fatalf("view %d: %+v\noffers a message while paused or handing off", i, v)
 		}
-		if s.offer != nil && s.offer == v.prepared && v.inFlight >= v.maxInFlight {
-			t.Fatalf("view %d: %+v\noffers a new record with the window full", i, v)
+		if s.offer != nil && s.offer == v.next && v.out >= v.maxInFlight {
+			t.Fatalf("view %d: %+v\noffers a new record with MaxInFlight out", i, v)
 		}
 	}
 }

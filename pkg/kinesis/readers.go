@@ -120,6 +120,7 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		c.logger.Error("Not starting a second reader of a shard", err, r.logFields())
 		return nil
 	}
+	c.readerCount.Store(int32(c.readers.len()))
 	go r.run()
 	return r
 }
@@ -133,6 +134,7 @@ func (c *subscription) readerExited(ex readerExit) bool {
 		c.logger.Error("Exit report of a reader that is not the shard's; ignored", ex.err, r.logFields())
 		return false
 	}
+	c.readerCount.Store(int32(c.readers.len()))
 	if ex.lastAcked != "" {
 		c.progress[r.shardID] = ex.lastAcked
 	}

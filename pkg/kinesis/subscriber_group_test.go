@@ -112,8 +112,8 @@ func TestSubscriber_AckBeforeStopIsCheckpointed(t *testing.T) {
 	}
 }
 
-// With MaxInFlight 3, three messages are out at once and a fourth waits; the checkpoint is
-// the watermark, so acks behind an unacked message do not move it.
+// With MaxInFlight 3, three messages are unacked at once and a fourth waits; acks behind the
+// oldest make room at once, but the checkpoint is the watermark, so they do not move it.
 func TestSubscriber_MaxInFlightWatermark(t *testing.T) {
 	t.Parallel()
 	e := newSubEnv(t, 1, nil)
@@ -126,15 +126,16 @@ func TestSubscriber_MaxInFlightWatermark(t *testing.T) {
 	ch := e.subscribe(s1, context.Background())
 	out := subRecvN(t, ch, 3)
 	subWantPayloads(t, out, subRange(1, 3)...)
-	subNone(t, ch, subQuiet) // the window is full
+	subNone(t, ch, subQuiet) // three unacked: MaxInFlight
 	out[1].Ack()
 	out[2].Ack()
-	subNone(t, ch, subQuiet) // still full: msg-1 holds it
+	more := subRecvN(t, ch, 2) // two acked: room for two more
+	subWantPayloads(t, more, subRange(4, 5)...)
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if l := e.lease(subGroup, subShard(0)); l.Checkpoint != "" || l.Owner != "" {
-		t.Fatalf("after acking msg-2 and msg-3 only: checkpoint %q owner %q, want no checkpoint and free", l.Checkpoint, l.Owner)
+		t.Fatalf("after acking msg-2 and msg-3 only (msg-1 never): checkpoint %q owner %q, want no checkpoint and free", l.Checkpoint, l.Owner)
 	}
 
 	// Round two: all three come again; acking msg-1 last moves the watermark to msg-3.
@@ -149,8 +150,8 @@ func TestSubscriber_MaxInFlightWatermark(t *testing.T) {
 	}
 	again[1].Ack()
 	again[2].Ack()
+	next := subRecvN(t, ch, 2) // room for two: msg-4 and msg-5
 	again[0].Ack()
-	next := subRecvN(t, ch, 2) // the window opened: msg-4 and msg-5
 	subWantPayloads(t, next, subRange(4, 5)...)
 	want := subSeq(t, again[2])
 	e.waitLease(subGroup, subShard(0), "checkpoint at msg-3", func(l lease.Lease) bool { return l.Checkpoint == want })

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,8 +53,12 @@ func parsePosition(cp string) (seq string, sub int, inside bool) {
 
 // expand turns a GetRecords batch into user records: KPL aggregates become their user records
 // (unless keepAggregates), and a resume inside an aggregate drops the user records of that
-// aggregate up to and including skipThrough.
+// aggregate up to and including skipThrough. It returns nil when the batch holds no aggregate
+// to unpack: the reader then delivers the batch's records as they are, without a copy of each.
 func expand(records []types.Record, keepAggregates bool, skipSeq string, skipThrough int) []userRecord {
+	if keepAggregates || !slices.ContainsFunc(records, func(rec types.Record) bool { return kpl.IsAggregated(rec.Data) }) {
+		return nil
+	}
 	out := make([]userRecord, 0, len(records))
 	for _, rec := range records {
 		if keepAggregates || !kpl.IsAggregated(rec.Data) {

@@ -1,113 +1,297 @@
 package kinesis
 
 import (
-	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// windowState is a reader's in-flight window: what it delivered and has not seen settled,
-// the next record waiting to go out, and the watermark. The reader goroutine owns it.
+// windowState is a reader's in-flight window: every record prepared (decoded into a message)
+// and not yet done, in sequence order, and what may go out next. The reader goroutine owns it.
+//
+// A delivery is waiting (prepared, not sent), sent, nacked (to be sent again) or acked. Sent
+// and nacked ones are "out": MaxInFlight bounds them. Which waiting delivery may go out is
+// the ordering's: each delivery belongs to a queue (one per partition key with OrderByKey,
+// one for the whole shard with OrderByShard, none with Unordered), and only the oldest not
+// yet acked delivery of a queue may be out. sendable holds the waiting deliveries that ordering
+// lets out, oldest first. The window's front moves past acked deliveries only: the watermark,
+// below which every record is done, is where the checkpoint may go.
 type windowState struct {
-	window   []*delivery // delivered and not yet done, in sequence order
-	prepared *delivery   // the next record, decoded, waiting to be sent
-	acked    string      // watermark: last sequence number acked in order
+	window   []*delivery // prepared and not yet done, in sequence order
+	waiting  int         // deliveries of window not sent yet
+	sendable readyHeap   // waiting deliveries that ordering lets out now, oldest first
+	sentOut  []*delivery // deliveries sent and not seen settled (order not kept)
+	nacked   []*delivery // deliveries nacked and not sent again yet (order not kept)
+	acked    string      // watermark: position of the last record acked in order
+
+	queues  map[string]*keyQueue // OrderByKey: the queue of each partition key in the window
+	shardQ  keyQueue             // OrderByShard: the one queue
+	freeQ   []*keyQueue          // emptied key queues, for reuse
+	nextOrd uint64
 }
 
-// deliveryState is where one delivered message stands.
-type deliveryState int
+// deliveryState is where one delivery stands.
+type deliveryState uint8
 
 const (
-	stateSent   deliveryState = iota // handed to the subscriber's channel, not settled yet
-	stateAcked                       // acked: done
-	stateNacked                      // nacked: to be delivered again at resendAt
+	stateWaiting deliveryState = iota // prepared, not sent yet
+	stateSent                         // handed to the subscriber's channel, not settled yet
+	stateAcked                        // acked: done
+	stateNacked                       // nacked: to be delivered again at resendAt
 )
 
-// delivery is one record in a shard's in-flight window. The shard's reader goroutine owns it.
+// delivery is one record in a shard's window. The shard's reader goroutine owns it, except
+// ctx, which handlers read (see messageContext).
 type delivery struct {
-	seq    string
-	msg    *message.Message
-	cancel context.CancelFunc // cancels msg's context
-	info   RecordInfo
-
-	state    deliveryState
+	msg      *message.Message
+	ctx      *messageContext // msg's context: &first, or a fresh one after a Nack
+	queue    *keyQueue       // the ordering queue it is in until acked; nil when Unordered
+	ord      uint64          // position in the window's order, for ready
 	resendAt time.Time
+	slot     int32 // index in sentOut or nacked, by state
+	state    deliveryState
+	last     bool // the record's last (or only) user record: its position is the plain sequence number
+	first    messageContext
 }
 
-// settle moves d to acked or nacked if its message was settled, cancelling its context; it
-// reports whether the state changed. It never blocks.
-func (d *delivery) settle(now time.Time, nackSleep time.Duration) bool {
-	if d.state != stateSent {
-		return false
+// position is where the delivery's record sits, as a checkpoint (see userRecord.position).
+func (d *delivery) position() string {
+	info := &d.ctx.info
+	if !info.Aggregated || d.last {
+		return info.SequenceNumber
 	}
-	select {
-	case <-d.msg.Acked():
-		d.state = stateAcked
-	case <-d.msg.Nacked():
-		d.state = stateNacked
-		d.resendAt = now
-		if nackSleep > 0 {
-			d.resendAt = now.Add(nackSleep)
-		}
-	default:
-		return false
-	}
-	d.cancel()
-	return true
+	return info.SequenceNumber + ":" + strconv.Itoa(info.SubSequenceNumber)
 }
 
-// watermark returns how many deliveries at the front of the window are acked and the sequence
-// number of the last of them: the checkpoint may move there, since every record up to it is
-// done. A record acked behind an unacked one does not move it.
-func watermark(window []*delivery) (done int, seq string) {
-	for done < len(window) && window[done].state == stateAcked {
-		seq = window[done].seq
-		done++
-	}
-	return done, seq
+// keyQueue is the deliveries of one ordering key that are not acked yet, in sequence order;
+// only the first may be out.
+type keyQueue struct {
+	key   string
+	items []*delivery
+	head  int
 }
 
-// oldestUnsettled is the delivery whose Ack or Nack the reader waits on.
-func oldestUnsettled(window []*delivery) *delivery {
-	for _, d := range window {
-		if d.state == stateSent {
-			return d
-		}
+func (q *keyQueue) front() *delivery {
+	if q.head < len(q.items) {
+		return q.items[q.head]
 	}
 	return nil
 }
 
-// prepare decodes the next record into a message with its own context.
+func (q *keyQueue) push(d *delivery) { q.items = append(q.items, d) }
+
+// pop removes the front, and reports whether the queue is empty now.
+func (q *keyQueue) pop() bool {
+	q.items[q.head] = nil
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+		return true
+	}
+	return false
+}
+
+// readyHeap is a min-heap of deliveries by ord.
+type readyHeap []*delivery
+
+func (h readyHeap) peek() *delivery {
+	if len(h) == 0 {
+		return nil
+	}
+	return h[0]
+}
+
+func (h *readyHeap) push(d *delivery) {
+	*h = append(*h, d)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].ord <= s[i].ord {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *readyHeap) pop() *delivery {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = nil
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s[l].ord < s[m].ord {
+			m = l
+		}
+		if r := l + 1; r < n && s[r].ord < s[m].ord {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// out is how many deliveries are sent or nacked: what MaxInFlight bounds.
+func (w *windowState) out() int { return len(w.sentOut) + len(w.nacked) }
+
+// enqueue adds a prepared delivery to the window and its ordering queue.
+func (w *windowState) enqueue(d *delivery, ordering Ordering, key string) {
+	d.ord = w.nextOrd
+	w.nextOrd++
+	w.window = append(w.window, d)
+	if d.state == stateAcked { // a skipped record: done at once
+		return
+	}
+	w.waiting++
+	switch ordering {
+	case Unordered:
+		w.sendable.push(d)
+		return
+	case OrderByShard:
+		d.queue = &w.shardQ
+	default:
+		q := w.queues[key]
+		if q == nil {
+			if w.queues == nil {
+				w.queues = map[string]*keyQueue{}
+			}
+			if n := len(w.freeQ); n > 0 {
+				q, w.freeQ = w.freeQ[n-1], w.freeQ[:n-1]
+			} else {
+				q = &keyQueue{}
+			}
+			q.key = key
+			w.queues[key] = q
+		}
+		d.queue = q
+	}
+	d.queue.push(d)
+	if d.queue.front() == d {
+		w.sendable.push(d)
+	}
+}
+
+// acked takes a settled-acked delivery out of its ordering queue, and lets the next delivery
+// of that queue out.
+func (w *windowState) release(d *delivery) {
+	q := d.queue
+	if q == nil {
+		return
+	}
+	d.queue = nil
+	if q.pop() {
+		if q != &w.shardQ {
+			delete(w.queues, q.key)
+			q.key = ""
+			w.freeQ = append(w.freeQ, q)
+		}
+		return
+	}
+	if next := q.front(); next.state == stateWaiting {
+		w.sendable.push(next)
+	}
+}
+
+// addTo and removeFrom keep sentOut and nacked, which are unordered sets with O(1) removal.
+func addTo(set *[]*delivery, d *delivery) {
+	d.slot = int32(len(*set))
+	*set = append(*set, d)
+}
+
+func removeFrom(set *[]*delivery, d *delivery) {
+	s := *set
+	i, n := int(d.slot), len(s)-1
+	s[i] = s[n]
+	s[i].slot = int32(i)
+	s[n] = nil
+	*set = s[:n]
+}
+
+// watermark moves the window's front past the acked deliveries there, and returns the
+// position of the last of them ("" if none): every record up to it is done. A delivery acked
+// behind an unacked one does not move it.
+func (w *windowState) watermark() string {
+	done := 0
+	for done < len(w.window) && w.window[done].state == stateAcked {
+		done++
+	}
+	if done == 0 {
+		return ""
+	}
+	seq := w.window[done-1].position()
+	clear(w.window[:done])
+	if done == len(w.window) {
+		w.window = w.window[:0] // keeps the array: the steady state allocates nothing
+	} else {
+		w.window = w.window[done:]
+	}
+	return seq
+}
+
+// oldestUnsettled is a delivery whose Ack or Nack the reader waits on when one is out.
+func (w *windowState) oldestUnsettled() *delivery {
+	if len(w.sentOut) == 0 {
+		return nil
+	}
+	return w.sentOut[0]
+}
+
+// dueResend is the nacked delivery to send again first: the one due first.
+func (w *windowState) dueResend() *delivery {
+	var first *delivery
+	for _, d := range w.nacked {
+		if first == nil || d.resendAt.Before(first.resendAt) || (d.resendAt.Equal(first.resendAt) && d.ord < first.ord) {
+			first = d
+		}
+	}
+	return first
+}
+
+// prepare decodes the next record into a message with its own context, and puts it in the
+// window.
 func (r *shardReader) prepare() {
-	u := &r.records[r.next]
+	var u *userRecord
+	var rec *types.Record
+	if r.records != nil {
+		u = &r.records[r.next]
+		rec = &u.rec
+	} else {
+		rec = &r.batch[r.next]
+	}
 	r.next++
-	rec := &u.rec
-	info := RecordInfo{
+	d := &delivery{last: u == nil || !u.aggregated || u.last}
+	d.ctx = &d.first
+	d.first.parent = r.ctx
+	info := &d.first.info
+	*info = RecordInfo{
 		Stream:             r.sub.stream,
 		ShardID:            r.shardID,
-		SequenceNumber:     u.seq,
-		Aggregated:         u.aggregated,
-		SubSequenceNumber:  u.sub,
+		SequenceNumber:     deref(rec.SequenceNumber),
 		PartitionKey:       deref(rec.PartitionKey),
 		MillisBehindLatest: r.behind,
 		LeaseGeneration:    r.generation,
 	}
+	if u != nil {
+		info.SequenceNumber, info.Aggregated, info.SubSequenceNumber = u.seq, u.aggregated, u.sub
+	}
 	if rec.ApproximateArrivalTimestamp != nil {
 		info.ArrivalTime = *rec.ApproximateArrivalTimestamp
 	}
-	fields := func() watermill.LogFields {
-		f := r.logFields().Add(watermill.LogFields{"sequence_number": info.SequenceNumber})
-		if u.aggregated {
-			f["sub_sequence_number"] = u.sub
-		}
-		return f
-	}
-	if u.notAggregate != nil {
+	if u != nil && u.notAggregate != nil {
 		r.sub.logger.Info("Record starts like a KPL aggregate but is not one; delivering it whole, as the KCL does",
-			fields().Add(watermill.LogFields{"reason": u.notAggregate.Error()}))
+			r.recordFields(d).Add(watermill.LogFields{"reason": u.notAggregate.Error()}))
 	}
 	msg, err := r.sub.cfg.Unmarshaler.Unmarshal(r.sub.stream, r.shardID, rec)
 	if err != nil || msg == nil {
@@ -115,95 +299,119 @@ func (r *shardReader) prepare() {
 			err = errors.New("unmarshaler returned no message")
 		}
 		info.DecodeError = err
-		msg = r.poison(PoisonRecord{Info: info, Data: rec.Data, Err: err, Decoded: msg}, fields())
+		msg = r.poison(PoisonRecord{Info: *info, Data: rec.Data, Err: err, Decoded: msg}, d)
 		if msg == nil {
 			// Skipped: done as if delivered and acked, so the checkpoint passes it in order.
-			r.window = append(r.window, &delivery{seq: u.position(), state: stateAcked, cancel: func() {}, info: info})
-			return
+			d.state = stateAcked
+			d.first.cancelled = true
 		}
 	}
-	r.prepared = r.newDelivery(msg, info, u.position())
+	if msg != nil {
+		d.msg = msg
+		msg.SetContext(d.ctx)
+	}
+	r.enqueue(d, r.sub.cfg.Ordering, info.PartitionKey)
+}
+
+// recordFields are the log fields of a record: built only on the rare paths that log one.
+func (r *shardReader) recordFields(d *delivery) watermill.LogFields {
+	f := r.logFields()
+	f["sequence_number"] = d.ctx.info.SequenceNumber
+	if d.ctx.info.Aggregated {
+		f["sub_sequence_number"] = d.ctx.info.SubSequenceNumber
+	}
+	return f
 }
 
 // poison hands a record the Unmarshaler rejected to the PoisonHandler and returns what to
 // deliver, or nil to skip the record. Nothing leaves without a log line, and a failing handler
 // cannot stall the shard: its record is delivered raw, as by default.
-func (r *shardReader) poison(p PoisonRecord, fields watermill.LogFields) *message.Message {
+func (r *shardReader) poison(p PoisonRecord, d *delivery) *message.Message {
 	msg, herr := r.sub.cfg.PoisonHandler(p)
 	switch {
 	case herr != nil:
 		r.sub.logger.Error("Record could not be decoded, and the PoisonHandler failed; delivering its data as a raw payload",
-			errors.Join(p.Err, herr), fields)
+			errors.Join(p.Err, herr), r.recordFields(d))
 		raw, _ := DeliverPoisonRaw(p)
 		return raw
 	case msg == nil:
-		r.sub.logger.Error("Record could not be decoded; the PoisonHandler skipped it", p.Err, fields)
+		r.sub.logger.Error("Record could not be decoded; the PoisonHandler skipped it", p.Err, r.recordFields(d))
 		return nil
 	}
-	r.sub.logger.Error("Record could not be decoded; delivering what the PoisonHandler made of it (the decode error is in its context)", p.Err, fields)
+	r.sub.logger.Error("Record could not be decoded; delivering what the PoisonHandler made of it (the decode error is in its context)", p.Err, r.recordFields(d))
 	return msg
 }
 
-func (r *shardReader) newDelivery(msg *message.Message, info RecordInfo, position string) *delivery {
-	ctx, cancel := context.WithCancel(r.ctx)
-	d := &delivery{seq: position, msg: msg, cancel: cancel, info: info}
-	msg.SetContext(&messageContext{Context: ctx, info: info})
-	return d
-}
-
-// sent records that d went out: a new record joins the window; a resent one is live again.
+// sent records that d went out: a waiting delivery leaves ready; a nacked one is live again.
 func (r *shardReader) sent(d *delivery) {
-	if d == r.prepared {
-		r.prepared = nil
-		r.window = append(r.window, d)
+	switch d.state {
+	case stateWaiting:
+		r.sendable.pop() // d is ready's front: decide offers nothing else
+		r.waiting--
+	case stateNacked:
+		removeFrom(&r.nacked, d)
 	}
 	d.state = stateSent
+	addTo(&r.sentOut, d)
 }
 
 // settleWindow notes acks and nacks, prepares resends, and moves the watermark.
 func (r *shardReader) settleWindow(now time.Time) {
-	for _, d := range r.window {
-		if d.settle(now, r.sub.cfg.NackResendSleep) && d.state == stateNacked {
+	for i := 0; i < len(r.sentOut); {
+		d := r.sentOut[i]
+		select {
+		case <-d.msg.Acked():
+			removeFrom(&r.sentOut, d)
+			d.state = stateAcked
+			d.ctx.cancel()
+			r.release(d)
+			continue // sentOut[i] is another delivery now
+		case <-d.msg.Nacked():
+			removeFrom(&r.sentOut, d)
+			d.ctx.cancel()
 			// A nacked message goes out again as a fresh message with the same UUID,
 			// metadata and payload; Watermill messages cannot be acked twice.
 			r.refresh(d)
+			d.state, d.resendAt = stateNacked, now
+			if s := r.sub.cfg.NackResendSleep; s > 0 {
+				d.resendAt = now.Add(s)
+			}
+			addTo(&r.nacked, d)
+			continue
+		default:
 		}
+		i++
 	}
-	done, seq := watermark(r.window)
-	if done > 0 {
-		clear(r.window[:done])
-		r.window = r.window[done:]
+	if seq := r.watermark(); seq != "" {
 		r.acked = seq
 	}
 }
 
 // refresh gives d a fresh message (same UUID, metadata and payload) with a new context.
 func (r *shardReader) refresh(d *delivery) {
-	fresh := r.newDelivery(d.msg.Copy(), d.info, d.seq)
-	d.msg, d.cancel = fresh.msg, fresh.cancel
+	ctx := &messageContext{parent: r.ctx, info: d.ctx.info}
+	d.msg, d.ctx = d.msg.Copy(), ctx
+	d.msg.SetContext(ctx)
 }
 
-// suspendWindow, at a pause, cancels the contexts of the messages in flight, as a stop does,
-// and queues them to be sent again (same UUID, fresh message) if the reader resumes; acks that
+// suspendWindow, at a pause, cancels the contexts of the messages out, as a stop does, and
+// queues them to be sent again (same UUID, fresh message) if the reader resumes; acks that
 // came before count.
 func (r *shardReader) suspendWindow(now time.Time) {
 	r.settleWindow(now)
-	for _, d := range r.window {
-		if d.state != stateSent {
-			continue
-		}
-		d.cancel()
+	for len(r.sentOut) > 0 {
+		d := r.sentOut[len(r.sentOut)-1]
+		removeFrom(&r.sentOut, d)
+		d.ctx.cancel()
 		r.refresh(d)
 		d.state, d.resendAt = stateNacked, now
+		addTo(&r.nacked, d)
 	}
 }
 
 // cancelWindow cancels every message context still open; acks that arrive later are ignored.
 func (r *shardReader) cancelWindow() {
 	for _, d := range r.window {
-		d.cancel()
-	}
-	if r.prepared != nil {
-		r.prepared.cancel()
+		d.ctx.cancel()
 	}
 }

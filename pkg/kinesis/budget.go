@@ -1,0 +1,58 @@
+package kinesis
+
+import "time"
+
+// readBudget is what sizes a shard's reads: the subscription's memory budget
+// (MaxBufferedRecords, MaxBufferedBytes), how many shards share it, and the shard's own record
+// size. Reads used to be GetRecordsLimit records (10,000) whatever the backlog, so a
+// subscriber's heap grew with it: 13.5 times as much for a 200,000 record backlog as for a
+// 10,000 one on 16 shards.
+type readBudget struct {
+	maxRecords      int
+	maxBytes        int64
+	shards          int           // readers of the subscription, this one included
+	avgRecordBytes  int           // of the shard's last read that returned records; 0 before
+	minReadInterval time.Duration // the pace of reads that catch up
+}
+
+// assumedRecordBytes is the record size a shard's reads assume before one has returned
+// records.
+const assumedRecordBytes = 1 << 10
+
+// outrunFactor is how much faster than Kinesis's per-shard write limits (1,000 records/s,
+// 1 MiB/s) a shard that catches up must at least read, however many shards share the budget.
+const outrunFactor = 1.25
+
+// holdLimit is the most records a shard may hold in memory: fetched and not yet delivered, or
+// delivered and not yet done. It is the shard's share of each budget, but never below what
+// reads faster than Kinesis's write limits at one read per minReadInterval (so that a shard
+// that is behind catches up), and at least 1.
+func (b readBudget) holdLimit() int {
+	shards := max(b.shards, 1)
+	perSecond := b.minReadInterval.Seconds()
+	records := max(b.maxRecords/shards, int(outrunFactor*1000*perSecond+0.999))
+	avg := b.avgRecordBytes
+	if avg <= 0 {
+		avg = assumedRecordBytes
+	}
+	bytes := max(b.maxBytes/int64(shards), int64(outrunFactor*(1<<20)*perSecond))
+	return max(min(records, int(bytes/int64(avg))), 1)
+}
+
+// holdLimit is this reader's holdLimit now: the budget is shared by the subscription's
+// readers, so a reader's share changes as shards come and go.
+func (r *shardReader) holdLimit() int {
+	cfg := &r.sub.cfg
+	return readBudget{
+		maxRecords: cfg.MaxBufferedRecords, maxBytes: cfg.MaxBufferedBytes,
+		shards: int(r.sub.readerCount.Load()), avgRecordBytes: r.avgRecordBytes,
+		minReadInterval: cfg.MinReadInterval,
+	}.holdLimit()
+}
+
+// readLimit is the Limit of the reader's next GetRecords: what its hold limit leaves room for,
+// within GetRecordsLimit.
+func (r *shardReader) readLimit() int32 {
+	room := max(r.holdLimit()-len(r.window), 1)
+	return int32(min(room, int(r.sub.cfg.GetRecordsLimit)))
+}
