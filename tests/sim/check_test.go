@@ -324,14 +324,37 @@ func (w *world) checkDuplicates(all map[string][]*tenure) (dups, budget int, vs 
 }
 
 // windowBudget is what changes of tenure may redeliver: the records the previous deliverer
-// acked above its watermark, at most MaxInFlight-1 of them.
+// acked above its watermark. MaxInFlight bounds the messages unacked at once, not the acks
+// behind the oldest of them (those are bounded by the shard's share of the memory budget), so
+// the count is taken from the tenure itself.
 func (w *world) windowBudget(all map[string][]*tenure) int {
 	budget := 0
 	for _, ts := range all {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].start.Before(ts[j].start) })
 		for i := 1; i < len(ts); i++ {
-			budget += w.insts[ts[i-1].by.inst].maxIF - 1
+			budget += max(w.insts[ts[i-1].by.inst].maxIF-1, ackedAboveWatermark(ts[i-1]))
 		}
 	}
 	return budget
+}
+
+// ackedAboveWatermark counts the records t acked above the oldest record it delivered last
+// without an ack: what its watermark, and so its last checkpoint, could not pass.
+func ackedAboveWatermark(t *tenure) int {
+	oldest := ""
+	for _, d := range t.seen {
+		if !d.acked && (oldest == "" || checkpointLess(d.seq, oldest)) {
+			oldest = d.seq
+		}
+	}
+	if oldest == "" {
+		return 0
+	}
+	n := 0
+	for _, d := range t.seen {
+		if d.acked && checkpointLess(oldest, d.seq) {
+			n++
+		}
+	}
+	return n
 }

@@ -74,6 +74,7 @@ type event struct {
 	hk    handlerKind
 	rate  float64
 	maxIF int
+	byKey bool // with maxIF > 1: Ordering OrderByKey, else Unordered
 	hang  bool
 	dur   time.Duration
 	pick  uint64 // for choices made against the stream as it is then (which shard)
@@ -84,6 +85,9 @@ func (e event) String() string {
 	switch e.kind {
 	case evStart:
 		s += fmt.Sprintf(" %s subs=%d handler=%s clock=%+.1f%% max-in-flight=%d", e.slot, e.subs, e.hk, (e.rate-1)*100, e.maxIF)
+		if e.byKey {
+			s += " order=key"
+		}
 	case evClose:
 		s += " " + e.slot
 	case evCrash:
@@ -158,7 +162,7 @@ func startEvent(r *rand.Rand, m mix, at time.Duration, slot string) event {
 		e.subs = 2
 	}
 	if r.IntN(3) == 0 {
-		e.maxIF = 3
+		e.maxIF, e.byKey = 3, r.IntN(2) == 0
 	}
 	return e
 }

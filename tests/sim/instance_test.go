@@ -67,7 +67,7 @@ type instance struct {
 }
 
 // newInstance makes (but does not start) an incarnation of slot.
-func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float64, maxIF int) (*instance, error) {
+func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float64, maxIF int, byKey bool) (*instance, error) {
 	w.mu.Lock()
 	in := &instance{
 		w: w, id: len(w.insts), name: slot, rate: rate, subs: subs, kind: kind, maxIF: maxIF,
@@ -75,6 +75,10 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		rnd: rand.New(rand.NewPCG(w.seed, uint64(len(w.insts)))),
 	}
 	w.mu.Unlock()
+	ordering := kinesis.OrderDefault
+	if byKey {
+		ordering = kinesis.OrderByKey
+	}
 	hook := func(kind hookKind) func(kinesis.ShardEvent) {
 		return func(ev kinesis.ShardEvent) { w.hook(in, kind, ev) }
 	}
@@ -87,6 +91,7 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		PollInterval:       pollInterval,
 		MinReadInterval:    minReadInterval,
 		MaxInFlight:        maxIF,
+		Ordering:           ordering,
 		NackResendSleep:    nackResendSleep,
 		CheckpointInterval: checkpointInterval,
 		LeaseDuration:      leaseDuration,
