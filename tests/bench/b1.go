@@ -60,7 +60,7 @@ func runB1(ctx context.Context, e *env) (result, error) {
 	return result{
 		lines: []line{{
 			Row:      "B1",
-			Measure:  fmt.Sprintf("end to end, memlog 4 shards + group vs GoChannel, 20k msgs; median of %d pairs", runs),
+			Measure:  "end to end, memlog 4 shards + group vs GoChannel, 20k msgs; median of " + count(runs, "pair"),
 			Ours:     fmtRate(median(ours)),
 			Baseline: fmtRate(median(base)),
 			Ratio:    fmt.Sprintf("min %s (%s)", fmtRatio(minRatio), strings.Join(all, ", ")),

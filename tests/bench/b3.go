@@ -83,7 +83,7 @@ func runB3(ctx context.Context, e *env) (result, error) {
 	ratio := median(oursCPU) / median(plainCPU)
 	return result{
 		lines: []line{
-			{"B3", fmt.Sprintf("CPU (user+sys) draining 50k records, kinesalite 4 shards; median of %d pairs", runs),
+			{"B3", "CPU (user+sys) draining 50k records, kinesalite 4 shards; median of " + count(runs, "pair"),
 				fmt.Sprintf("%.2f s CPU", median(oursCPU)), fmt.Sprintf("%.2f s CPU (plain SDK loop)", median(plainCPU)),
 				fmt.Sprintf("%s (%s)", fmtRatio(ratio), strings.Join(all, ", ")), "<= 1.5x", met(ratio <= 1.5)},
 			{"B3", "wall time of the same drains", fmt.Sprintf("%.2f s", median(oursWall)), fmt.Sprintf("%.2f s (plain SDK loop)", median(plainWall)),

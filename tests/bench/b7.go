@@ -75,7 +75,7 @@ func runB7(ctx context.Context, e *env) (result, error) {
 				fmtRatio(heapRatio), "<= 1.2x", met(heapRatio <= 1.2)},
 			{"B7", "drain rate of those backlogs", fmtRate(median(boundedRates)) + " (200k)", fmtRate(small[0].rate) + " (10k)",
 				fmtRatio(median(boundedRates) / small[0].rate), "-", "-"},
-			{"B7", fmt.Sprintf("200k drain rate, budget (default) vs unbounded (pre-budget); median of %d each", runs),
+			{"B7", "200k drain rate, budget (default) vs unbounded (pre-budget); median of " + count(runs, "run") + " each",
 				fmtRate(median(boundedRates)), fmtRate(median(unboundedRates)) + " (unbounded)",
 				fmt.Sprintf("%s (%s)", fmtRatio(speed), strings.Join(rates, ", ")), ">= 0.9x (no loss of drain speed)", met(speed >= 0.9)},
 		},

@@ -164,6 +164,14 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
+// count is "1 pair", "5 pairs".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // met is "yes" or "no".
 func met(ok bool) string {
 	if ok {
