@@ -62,7 +62,7 @@ func runB2(ctx context.Context, e *env) (result, error) {
 		notes: []string{
 			"ours counts, in the whole process: Subscribe (stream check, ListShards, iterators, reader start), memlog's GetRecords answers (memlog's own allocations, as the SDK's would be), decoding each envelope into a *message.Message (UUID, metadata, payload, context), delivery and Ack; publishing happened before the window, and the subscriber's Close after it.",
 			"GoChannel counts, in the whole process: Subscribe, message.NewMessage with a new UUID for each message, Publish in calls of 100 (GoChannel copies each message and starts goroutines per message), delivery and Ack.",
-			fmt.Sprintf("both after a warm-up drain of %d messages; Mallocs and TotalAlloc deltas divided by %d.", b2WarmUp, b2Messages),
+			fmt.Sprintf("both after a warm-up drain of %s messages; Mallocs and TotalAlloc deltas divided by %s.", thousands(b2WarmUp), thousands(b2Messages)),
 		},
 	}, nil
 }

@@ -184,8 +184,18 @@ func table(lines []line) string {
 }
 
 func machineLine(at time.Time) string {
-	return fmt.Sprintf("Machine: %s/%s, %d CPUs (runtime.NumCPU), %s, %s, %s.",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(), at.UTC().Format("2006-01-02 15:04 UTC"))
+	return fmt.Sprintf("Machine: %s/%s, %d CPUs (runtime.NumCPU), %s, %s, %s, %s.",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version(), at.UTC().Format("2006-01-02 15:04 UTC"), loadAverage())
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages at the start, from /proc/loadavg: on
+// shared cores, what else ran shows in every absolute number (less in the ratios).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return "load average " + strings.Join(f[:3], " ") + " at the start"
+	}
+	return "load average unknown"
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo, or "CPU model unknown".
