@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test_all test_short test_race test_stress test_v fmt vet bench quickstart quickstart_check
+.PHONY: test test_all test_short test_race test_stress test_v fmt vet bench bench_go quickstart quickstart_check
 
 # Every test: scripts/with-emulators.sh installs (npm ci) and starts kinesalite, dynalite and
 # kinesis-local on 127.0.0.1, runs test_all, and stops them. This is what CI runs (.ci/run).
@@ -31,7 +31,15 @@ test_race:
 test_stress:
 	$(GO) test -tags=stress -race -count=1 -timeout=45m -run Stress ./tests/
 
+# The benchmark table (tests/bench): every row, each a ratio against a baseline measured in
+# the same run, printed and written to BENCHMARKS.md, with kinesalite up for the rows that need
+# it. BENCH_FLAGS picks rows or repetitions, e.g. BENCH_FLAGS='-rows B1,B2 -runs 3'.
+BENCH_FLAGS ?=
 bench:
+	scripts/with-emulators.sh $(GO) run ./tests/bench -out BENCHMARKS.md $(BENCH_FLAGS)
+
+# The go test benchmarks (BenchmarkEndToEnd and the packages' own).
+bench_go:
 	$(GO) test -run=NONE -bench=. -benchmem $(PKGS)
 
 fmt:

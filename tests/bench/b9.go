@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+)
+
+// B9 measures a 1 ms handler (time.Sleep(time.Millisecond)) under a Watermill message.Router
+// on 4 memlog shards: 40,000 messages over 64 partition keys (PartitionKeyFromMetadata) are
+// published first, then the rate from router start until all are handled is taken, with a
+// consumer group (in-memory lease store) and Ordering OrderByKey (MaxInFlight at its default,
+// 32). The handler checks each key's order: a per-key counter in metadata must increase from
+// one handled message of the key to the next; a message that does not is a violation. The
+// baseline is the same run at the default ordering (OrderByShard, MaxInFlight 1: one message
+// of a shard at a time). The goal is at least 40,000 msgs/s with no violation.
+
+const (
+	b9Messages = 40000
+	b9Keys     = 64
+	b9Shards   = 4
+	b9KeyField = "bench_key"
+	b9SeqField = "bench_key_seq"
+)
+
+func init() {
+	register(rowSpec{"B9", "1 ms handler under a Router, 4 shards, 64 keys, OrderByKey", 3 * time.Minute, runB9})
+}
+
+func runB9(ctx context.Context, e *env) (result, error) {
+	base, err := b9Run(ctx, kinesis.OrderDefault)
+	if err != nil {
+		return result{}, fmt.Errorf("default ordering: %w", err)
+	}
+	ours, err := b9Run(ctx, kinesis.OrderByKey)
+	if err != nil {
+		return result{}, fmt.Errorf("OrderByKey: %w", err)
+	}
+	ok := ours.rate >= 40000 && ours.violations == 0
+	return result{
+		lines: []line{
+			{"B9", "1 ms handler under a Router, memlog 4 shards, 64 keys, 40k msgs: OrderByKey vs default (1 in flight per shard)",
+				fmtRate(ours.rate) + ", " + thousands(ours.violations) + " order violations",
+				fmtRate(base.rate) + ", " + thousands(base.violations) + " order violations",
+				fmtRatio(ours.rate / base.rate), ">= 40,000 msgs/s, 0 violations", met(ok)},
+		},
+		notes: []string{
+			"OrderByKey violations: " + ours.detail + "; default ordering: " + base.detail + ".",
+			"the rate is 40,000 over the time from router.Run to the last handler's return; a violation is a message whose handler started while the previous message of its key was still in the handler (not yet acked), or whose per-key counter is not above the last one started for its key (a redelivery counts too); subscriber: ConsumerGroup with lease.NewMemoryStore(), PollInterval 1 ms, MinReadInterval 1 µs; publisher: PartitionKeyFromMetadata(\"" + b9KeyField + "\").",
+		},
+	}, nil
+}
+
+type b9Result struct {
+	rate       float64
+	violations int64
+	detail     string
+}
+
+// keyOrder checks each key's order: a message of a key may start only once the key's message
+// before it has returned from the handler, and its counter must be above that message's.
+type keyOrder struct {
+	mu         sync.Mutex
+	last       map[string]int
+	running    map[string]int
+	overlaps   int64 // started while a message of its key was still in the handler
+	backwards  int64 // started with a counter not above the last one started for its key
+	unreadable int64 // a counter missing or not a number
+}
+
+func (k *keyOrder) start(msg *message.Message) (key string) {
+	key = msg.Metadata.Get(b9KeyField)
+	seq, err := strconv.Atoi(msg.Metadata.Get(b9SeqField))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch last, seen := k.last[key]; {
+	case err != nil:
+		k.unreadable++
+	case k.running[key] > 0:
+		k.overlaps++
+	case seen && seq <= last:
+		k.backwards++
+	}
+	if err == nil {
+		k.last[key] = seq
+	}
+	k.running[key]++
+	return key
+}
+
+func (k *keyOrder) end(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.running[key]--
+}
+
+func (k *keyOrder) violations() (total int64, detail string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.overlaps + k.backwards + k.unreadable,
+		fmt.Sprintf("%d with the key's previous message still in the handler, %d with a counter not above the key's last, %d unreadable", k.overlaps, k.backwards, k.unreadable)
+}
+
+func b9Run(ctx context.Context, ordering kinesis.Ordering) (res b9Result, err error) {
+	log := memlog.New(memlog.Config{})
+	stream := streamName("b9")
+	pubCfg := kinesis.PublisherConfig{PartitionKey: kinesis.PartitionKeyFromMetadata(b9KeyField)}
+	msgs := newMessages(b9Messages, func(i int, m message.Metadata) {
+		m.Set(b9KeyField, fmt.Sprintf("key-%02d", i%b9Keys))
+		m.Set(b9SeqField, strconv.Itoa(i/b9Keys))
+	})
+	pubCfg.Client, pubCfg.CreateStream, pubCfg.CreateStreamShards = log, true, b9Shards
+	pub, err := kinesis.NewPublisher(pubCfg, nil)
+	if err != nil {
+		return res, err
+	}
+	if err := errors.Join(publishAll(ctx, pub, stream, msgs, 500), pub.Close()); err != nil {
+		return res, err
+	}
+
+	cfg := memlogSubscriberConfig(log, "b9")
+	cfg.Ordering = ordering
+	sub, err := kinesis.NewSubscriber(cfg, nil)
+	if err != nil {
+		return res, err
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return res, errors.Join(err, sub.Close())
+	}
+	order := &keyOrder{last: map[string]int{}, running: map[string]int{}}
+	var handled atomic.Int64
+	done := make(chan struct{})
+	router.AddConsumerHandler("b9", stream, sub, func(msg *message.Message) error {
+		key := order.start(msg)
+		time.Sleep(time.Millisecond)
+		order.end(key)
+		if handled.Add(1) == b9Messages {
+			close(done)
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	ran := make(chan error, 1)
+	go func() { ran <- router.Run(ctx) }()
+	select {
+	case <-done:
+	case err = <-ran:
+		ran <- err
+		err = fmt.Errorf("the router stopped after %d of %d messages: %v", handled.Load(), b9Messages, err)
+	case <-ctx.Done():
+		err = fmt.Errorf("handled %d of %d messages: %w", handled.Load(), b9Messages, ctx.Err())
+	}
+	elapsed := time.Since(start)
+	closeErr := closeAll(router, sub)
+	if runErr := <-ran; runErr != nil && err == nil {
+		err = runErr
+	}
+	if err = errors.Join(err, closeErr); err != nil {
+		return res, err
+	}
+	res.violations, res.detail = order.violations()
+	res.rate = rate(b9Messages, elapsed)
+	return res, nil
+}
