@@ -40,8 +40,9 @@ type recordInfoKey struct{}
 
 // messageContext is a message's context: cancelled on Ack, Nack and Close, and carrying the
 // record's facts. It is made with its delivery, in the same allocation, and costs nothing more
-// unless a handler asks for Done: a context.WithCancel per message cost two allocations and a
-// lock on the reader's context for every record, to build a channel few handlers read.
+// unless a handler asks for Done (or derives a context from it): a context.WithCancel per
+// message cost two allocations and a lock on the reader's context for every record, to build
+// a channel few handlers read.
 //
 // The reader goroutine cancels it (cancel) when it sees the message settled and when it stops;
 // handlers read it from any goroutine, so its state is behind mu.
@@ -51,44 +52,48 @@ type messageContext struct {
 
 	mu        sync.Mutex
 	cancelled bool
-	lazy      *lazyDone // made by the first Done
+	// live, made on first need, is a child of parent that cancel cancels: Done and AfterFunc
+	// are its, so that cancellation reaches derived contexts as it does for any cancelCtx,
+	// without a goroutine per derived context.
+	live     context.Context
+	stopLive context.CancelFunc
 }
 
-// lazyDone is a messageContext's Done channel, and the registration that closes it when the
-// reader's context ends first.
-type lazyDone struct {
-	ch   chan struct{}
-	stop func() bool
+// liveContext returns live, making it first if need be.
+func (c *messageContext) liveContext() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live == nil {
+		c.live, c.stopLive = context.WithCancel(c.parent)
+		if c.cancelled {
+			c.stopLive()
+		}
+	}
+	return c.live
 }
 
 func (c *messageContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 // Done is closed when the message is settled, or when its reader stops.
-func (c *messageContext) Done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lazy == nil {
-		c.lazy = &lazyDone{ch: make(chan struct{})}
-		if c.cancelled {
-			close(c.lazy.ch)
-		} else {
-			c.lazy.stop = context.AfterFunc(c.parent, c.cancel)
-		}
-	}
-	return c.lazy.ch
-}
+func (c *messageContext) Done() <-chan struct{} { return c.liveContext().Done() }
 
 func (c *messageContext) Err() error {
 	c.mu.Lock()
-	cancelled := c.cancelled
+	live, cancelled := c.live, c.cancelled
 	c.mu.Unlock()
-	if cancelled {
+	switch {
+	case live != nil:
+		return live.Err()
+	case cancelled:
 		return context.Canceled
 	}
-	if err := c.parent.Err(); err != nil {
-		return context.Canceled
-	}
-	return nil
+	return c.parent.Err()
+}
+
+// AfterFunc lets context.WithCancel and friends, and context.AfterFunc, follow this context
+// without a goroutine each (Watermill's Timeout middleware derives one for every message).
+func (c *messageContext) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(c.liveContext(), f)
 }
 
 func (c *messageContext) Value(key any) any {
@@ -102,14 +107,10 @@ func (c *messageContext) Value(key any) any {
 func (c *messageContext) cancel() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancelled {
-		return
-	}
-	c.cancelled = true
-	if c.lazy != nil {
-		close(c.lazy.ch)
-		if c.lazy.stop != nil {
-			c.lazy.stop()
+	if !c.cancelled {
+		c.cancelled = true
+		if c.stopLive != nil {
+			c.stopLive()
 		}
 	}
 }

@@ -264,6 +264,13 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 		case send <- msg:
 			r.sent(s.offer)
 			return nil
+		case <-handoff:
+			r.beginHandoff()
+			return nil
+		case <-r.lost:
+			return errLostToOther
+		case <-r.ctx.Done():
+			return r.ctx.Err()
 		default:
 		}
 		if r.anySettled() {

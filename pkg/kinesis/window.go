@@ -84,16 +84,30 @@ func (q *keyQueue) front() *delivery {
 
 func (q *keyQueue) push(d *delivery) { q.items = append(q.items, d) }
 
-// pop removes the front, and reports whether the queue is empty now.
+// pop removes the front, and reports whether the queue is empty now. The queue is moved down
+// to the front of its array once half of it is popped: a queue that never empties (the shard's
+// with OrderByShard, which holds the next record while one is out) grew by one slot per
+// message without it.
 func (q *keyQueue) pop() bool {
 	q.items[q.head] = nil
 	q.head++
-	if q.head == len(q.items) {
+	switch {
+	case q.head == len(q.items):
+		if cap(q.items) > maxIdleQueueCap {
+			q.items = nil // a burst's array is not kept for good
+		}
 		q.items, q.head = q.items[:0], 0
 		return true
+	case q.head >= 16 && 2*q.head >= len(q.items):
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
 	}
 	return false
 }
+
+// maxIdleQueueCap is the largest array an emptied key queue keeps for reuse.
+const maxIdleQueueCap = 64
 
 // readyHeap is a min-heap of deliveries by ord.
 type readyHeap []*delivery

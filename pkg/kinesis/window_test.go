@@ -127,3 +127,36 @@ func TestHoldLimit(t *testing.T) {
 		}
 	}
 }
+
+// A queue that never empties (OrderByShard holds the next record while one is out; a hot key
+// always has a successor) keeps a bounded array: it grew by a slot per message.
+func TestKeyQueueStaysSmall(t *testing.T) {
+	for _, ordering := range []Ordering{OrderByShard, OrderByKey} {
+		var w windowState
+		add := func() {
+			d := &delivery{last: true}
+			d.ctx = &d.first
+			w.enqueue(d, ordering, "hot")
+		}
+		add()
+		for range 100000 {
+			add() // one prepared ahead
+			d := w.sendable.pop()
+			w.waiting--
+			d.state = stateSent
+			addTo(&w.sentOut, d)
+			removeFrom(&w.sentOut, d)
+			d.state = stateAcked
+			w.release(d)
+			w.watermark()
+		}
+		q := &w.shardQ
+		if ordering == OrderByKey {
+			q = w.queues["hot"]
+		}
+		if len(q.items)-q.head != 1 || cap(q.items) > 64 {
+			t.Errorf("%s: after 100,000 messages the queue holds %d with an array of %d; want 1 in a small array",
+				ordering, len(q.items)-q.head, cap(q.items))
+		}
+	}
+}
