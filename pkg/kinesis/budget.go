@@ -45,7 +45,7 @@ func (r *shardReader) holdLimit() int {
 	cfg := &r.sub.cfg
 	return readBudget{
 		maxRecords: cfg.MaxBufferedRecords, maxBytes: cfg.MaxBufferedBytes,
-		shards: int(r.sub.readerCount.Load()), avgRecordBytes: r.avgRecordBytes,
+		shards: int(r.sub.readers.count.Load()), avgRecordBytes: r.avgRecordBytes,
 		minReadInterval: cfg.MinReadInterval,
 	}.holdLimit()
 }

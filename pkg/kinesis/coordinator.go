@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -41,11 +40,8 @@ type subscription struct {
 	// readied brings run the first report of each reader it started (see syncReaders).
 	readied chan readyReport
 
-	readers readerTable
-	// readerCount is readers.len(), for the readers' share of the memory budget (holdLimit):
-	// written by the coordinator goroutine, read by readers.
-	readerCount atomic.Int32
-	shards      map[string]types.Shard // the last shard listing, plus learned
+	readers *readerTable
+	shards  map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned  map[string]types.Shard

@@ -83,25 +83,15 @@ func TestOrderByKey_RouterKeepsPerKeyOrder(t *testing.T) {
 	t.Parallel()
 	const keys, perKey = 24, 25
 	e := newSubEnv(t, 2, nil)
-	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
-		Client: e.log, PartitionKey: kinesis.PartitionKeyFromMetadata("key"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
 	var msgs []*message.Message
 	for n := 1; n <= perKey; n++ {
 		for k := range keys {
-			m := message.NewMessage(watermill.NewUUID(), []byte("x"))
-			m.Metadata.Set("key", fmt.Sprintf("key-%02d", k))
+			m := keyed(watermill.NewUUID(), fmt.Sprintf("key-%02d", k))
 			m.Metadata.Set("n", strconv.Itoa(n))
 			msgs = append(msgs, m)
 		}
 	}
-	if err := pub.Publish(e.stream, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	e.publishByKey(msgs...)
 
 	cfg := e.config(subGroup)
 	cfg.Ordering = kinesis.OrderByKey
@@ -158,26 +148,15 @@ func TestOrderByKey_RouterKeepsPerKeyOrder(t *testing.T) {
 func TestOrderByKey_SlowKeyHoldsOnlyItself(t *testing.T) {
 	t.Parallel()
 	e := newSubEnv(t, 1, nil)
-	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
-		Client: e.log, PartitionKey: kinesis.PartitionKeyFromMetadata("key"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
 	// slow/1, then fast/1..5 and slow/2 interleaved.
 	order := []string{"slow", "fast", "fast", "slow", "fast", "fast", "fast"}
 	count := map[string]int{}
 	var msgs []*message.Message
 	for _, k := range order {
 		count[k]++
-		m := message.NewMessage(fmt.Sprintf("%s-%d", k, count[k]), []byte(k))
-		m.Metadata.Set("key", k)
-		msgs = append(msgs, m)
+		msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, count[k]), k))
 	}
-	if err := pub.Publish(e.stream, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	e.publishByKey(msgs...)
 	cfg := e.config(subGroup)
 	cfg.Ordering = kinesis.OrderByKey
 	cfg.MaxInFlight = 4
@@ -215,22 +194,11 @@ func TestOrderByKey_SlowKeyHoldsOnlyItself(t *testing.T) {
 func TestOrderByKey_NackRedeliversBeforeTheKeysNext(t *testing.T) {
 	t.Parallel()
 	e := newSubEnv(t, 1, nil)
-	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
-		Client: e.log, PartitionKey: kinesis.PartitionKeyFromMetadata("key"),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
 	var msgs []*message.Message
 	for i, k := range []string{"a", "a", "b"} {
-		m := message.NewMessage(fmt.Sprintf("%s-%d", k, i), []byte(k))
-		m.Metadata.Set("key", k)
-		msgs = append(msgs, m)
+		msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, i), k))
 	}
-	if err := pub.Publish(e.stream, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	e.publishByKey(msgs...)
 	cfg := e.config("")
 	cfg.Ordering = kinesis.OrderByKey
 	cfg.MaxInFlight = 4
@@ -299,4 +267,27 @@ func (e *subEnv) lastSeq(shardID string) string {
 		iter = out.NextShardIterator
 	}
 	return last
+}
+
+// keyed is a message whose partition key, for publishByKey, is key.
+func keyed(uuid, key string) *message.Message {
+	m := message.NewMessage(uuid, []byte(key))
+	m.Metadata.Set("key", key)
+	return m
+}
+
+// publishByKey publishes messages in one call, each under the partition key in its "key"
+// metadata field.
+func (e *subEnv) publishByKey(msgs ...*message.Message) {
+	e.t.Helper()
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
+		Client: e.log, PartitionKey: kinesis.PartitionKeyFromMetadata("key"),
+	}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish(e.stream, msgs...); err != nil {
+		e.t.Fatalf("Publish: %v", err)
+	}
 }

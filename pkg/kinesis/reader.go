@@ -279,7 +279,7 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 		return r.waitMany(s, send, msg, wake, callDone, handoff)
 	}
 	var acked, nacked <-chan struct{}
-	if d := r.oldestUnsettled(); d != nil {
+	if d := r.soleUnsettled(); d != nil {
 		acked, nacked = d.msg.Acked(), d.msg.Nacked()
 	}
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
@@ -21,9 +22,11 @@ import (
 // untracked ones kept delivering (lease generation 6 → 37 in 3 s, every message delivered
 // twice, goroutines left after Close).
 //
-// The coordinator goroutine owns the table.
+// The coordinator goroutine owns the table; count is its size for the readers, which size
+// their reads by their share of the memory budget (holdLimit).
 type readerTable struct {
 	byShard map[string]*readerEntry
+	count   atomic.Int32
 }
 
 // readerEntry is one live reader; readyBy is when, with a lease, it must hold its first
@@ -33,7 +36,7 @@ type readerEntry struct {
 	readyBy time.Time
 }
 
-func newReaderTable() readerTable { return readerTable{byShard: map[string]*readerEntry{}} }
+func newReaderTable() *readerTable { return &readerTable{byShard: map[string]*readerEntry{}} }
 
 // errReaderLive: a shard already has a live reader in this subscription.
 var errReaderLive = errors.New("the shard has a live reader in this subscription")
@@ -44,6 +47,7 @@ func (t *readerTable) add(r *shardReader, readyBy time.Time) error {
 		return fmt.Errorf("%w (generation %d)", errReaderLive, cur.r.generation)
 	}
 	t.byShard[r.shardID] = &readerEntry{r: r, readyBy: readyBy}
+	t.count.Store(int32(len(t.byShard)))
 	return nil
 }
 
@@ -52,6 +56,7 @@ func (t *readerTable) add(r *shardReader, readyBy time.Time) error {
 func (t *readerTable) remove(r *shardReader) bool {
 	if cur, ok := t.byShard[r.shardID]; ok && cur.r == r {
 		delete(t.byShard, r.shardID)
+		t.count.Store(int32(len(t.byShard)))
 		return true
 	}
 	return false
@@ -120,7 +125,6 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		c.logger.Error("Not starting a second reader of a shard", err, r.logFields())
 		return nil
 	}
-	c.readerCount.Store(int32(c.readers.len()))
 	go r.run()
 	return r
 }
@@ -134,7 +138,6 @@ func (c *subscription) readerExited(ex readerExit) bool {
 		c.logger.Error("Exit report of a reader that is not the shard's; ignored", ex.err, r.logFields())
 		return false
 	}
-	c.readerCount.Store(int32(c.readers.len()))
 	if ex.lastAcked != "" {
 		c.progress[r.shardID] = ex.lastAcked
 	}

@@ -197,8 +197,8 @@ func (w *windowState) enqueue(d *delivery, ordering Ordering, key string) {
 	}
 }
 
-// acked takes a settled-acked delivery out of its ordering queue, and lets the next delivery
-// of that queue out.
+// release takes an acked delivery out of its ordering queue, and lets the next delivery of
+// that queue out.
 func (w *windowState) release(d *delivery) {
 	q := d.queue
 	if q == nil {
@@ -254,8 +254,9 @@ func (w *windowState) watermark() string {
 	return seq
 }
 
-// oldestUnsettled is a delivery whose Ack or Nack the reader waits on when one is out.
-func (w *windowState) oldestUnsettled() *delivery {
+// soleUnsettled is the delivery whose Ack or Nack the reader waits on when one is out (with
+// more, waitMany waits on all of them).
+func (w *windowState) soleUnsettled() *delivery {
 	if len(w.sentOut) == 0 {
 		return nil
 	}
@@ -356,17 +357,36 @@ func (r *shardReader) poison(p PoisonRecord, d *delivery) *message.Message {
 	return msg
 }
 
-// sent records that d went out: a waiting delivery leaves ready; a nacked one is live again.
-func (r *shardReader) sent(d *delivery) {
+// sent records that d went out: a waiting delivery leaves sendable; a nacked one is live again.
+func (w *windowState) sent(d *delivery) {
 	switch d.state {
 	case stateWaiting:
-		r.sendable.pop() // d is ready's front: decide offers nothing else
-		r.waiting--
+		w.sendable.pop() // d is sendable's front: decide offers nothing else
+		w.waiting--
 	case stateNacked:
-		removeFrom(&r.nacked, d)
+		removeFrom(&w.nacked, d)
 	}
 	d.state = stateSent
-	addTo(&r.sentOut, d)
+	addTo(&w.sentOut, d)
+}
+
+// ackedOut records that d, out, was acked: its context ends and its key's next may go.
+func (w *windowState) ackedOut(d *delivery) {
+	removeFrom(&w.sentOut, d)
+	d.state = stateAcked
+	d.ctx.cancel()
+	w.release(d)
+}
+
+// requeue takes d, out, back to be sent again at resendAt, as a fresh message (same UUID,
+// metadata and payload; Watermill messages cannot be acked twice) with a new context. Its key
+// stays busy until it is acked.
+func (r *shardReader) requeue(d *delivery, resendAt time.Time) {
+	removeFrom(&r.sentOut, d)
+	d.ctx.cancel()
+	r.refresh(d)
+	d.state, d.resendAt = stateNacked, resendAt
+	addTo(&r.nacked, d)
 }
 
 // settleWindow notes acks and nacks, prepares resends, and moves the watermark.
@@ -375,22 +395,14 @@ func (r *shardReader) settleWindow(now time.Time) {
 		d := r.sentOut[i]
 		select {
 		case <-d.msg.Acked():
-			removeFrom(&r.sentOut, d)
-			d.state = stateAcked
-			d.ctx.cancel()
-			r.release(d)
+			r.ackedOut(d)
 			continue // sentOut[i] is another delivery now
 		case <-d.msg.Nacked():
-			removeFrom(&r.sentOut, d)
-			d.ctx.cancel()
-			// A nacked message goes out again as a fresh message with the same UUID,
-			// metadata and payload; Watermill messages cannot be acked twice.
-			r.refresh(d)
-			d.state, d.resendAt = stateNacked, now
+			resendAt := now
 			if s := r.sub.cfg.NackResendSleep; s > 0 {
-				d.resendAt = now.Add(s)
+				resendAt = now.Add(s)
 			}
-			addTo(&r.nacked, d)
+			r.requeue(d, resendAt)
 			continue
 		default:
 		}
@@ -414,12 +426,7 @@ func (r *shardReader) refresh(d *delivery) {
 func (r *shardReader) suspendWindow(now time.Time) {
 	r.settleWindow(now)
 	for len(r.sentOut) > 0 {
-		d := r.sentOut[len(r.sentOut)-1]
-		removeFrom(&r.sentOut, d)
-		d.ctx.cancel()
-		r.refresh(d)
-		d.state, d.resendAt = stateNacked, now
-		addTo(&r.nacked, d)
+		r.requeue(r.sentOut[len(r.sentOut)-1], now)
 	}
 }
 

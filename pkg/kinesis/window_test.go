@@ -70,17 +70,11 @@ func TestWindowOrdering(t *testing.T) {
 						all[d.ord] = d
 					}
 				case "send":
-					d := w.sendable.pop()
-					w.waiting--
-					d.state = stateSent
-					addTo(&w.sentOut, d)
+					w.sent(w.sendable.peek())
 				case "ack":
 					var n uint64
 					fmt.Sscan(f[1], &n)
-					d := all[n]
-					removeFrom(&w.sentOut, d)
-					d.state = stateAcked
-					w.release(d)
+					w.ackedOut(all[n])
 				}
 				mark := w.watermark()
 				if mark != "" {
@@ -141,13 +135,9 @@ func TestKeyQueueStaysSmall(t *testing.T) {
 		add()
 		for range 100000 {
 			add() // one prepared ahead
-			d := w.sendable.pop()
-			w.waiting--
-			d.state = stateSent
-			addTo(&w.sentOut, d)
-			removeFrom(&w.sentOut, d)
-			d.state = stateAcked
-			w.release(d)
+			d := w.sendable.peek()
+			w.sent(d)
+			w.ackedOut(d)
 			w.watermark()
 		}
 		q := &w.shardQ
