@@ -51,8 +51,25 @@ func (r *shardReader) holdLimit() int {
 }
 
 // readLimit is the Limit of the reader's next GetRecords: what its hold limit leaves room for,
-// within GetRecordsLimit.
+// within GetRecordsLimit and the reader's ramp.
 func (r *shardReader) readLimit() int32 {
 	room := max(r.holdLimit()-len(r.window), 1)
-	return int32(min(room, int(r.sub.cfg.GetRecordsLimit)))
+	return int32(min(room, int(r.sub.cfg.GetRecordsLimit), readRamp(r.readsWithRecords)))
 }
+
+// firstReadRecords is what a reader's first read asks for at most.
+const firstReadRecords = 100
+
+// readRamp is the most a reader's next read asks for after reads that returned records:
+// firstReadRecords, doubling with each such read (10,000, Kinesis's limit, after seven). A
+// subscription starting on a backlog used to ask for 10,000 records on every shard at once:
+// a server that is slow to answer them answers none within RequestTimeout, and retries add
+// to its load (Watermill's concurrent-subscribe test on kinesalite, 50 subscriptions of 4
+// shards: no message for 45 s while other tests ran). Small first reads bring the first
+// messages at once; a shard still reaches full reads within seven reads, 1.4 s at 5 reads/s.
+func readRamp(readsWithRecords int) int {
+	return firstReadRecords << min(readsWithRecords, maxRampDoublings)
+}
+
+// maxRampDoublings is how many times readRamp doubles: past Kinesis's limit of 10,000.
+const maxRampDoublings = 7

@@ -31,11 +31,13 @@ type fetchState struct {
 	// avgRecordBytes is the average data size of the last read that returned records, which
 	// sizes the next read (holdLimit).
 	avgRecordBytes int
-	ended          bool               // the shard is closed and read to its end
-	children       []types.ChildShard // the ChildShards of the read that reached the end
-	fetchAt        time.Time          // the earliest time the next GetRecords may be sent
-	failures       int                // consecutive failed reads, for backoff
-	timeouts       int                // consecutive Kinesis calls that timed out (callContext)
+	// readsWithRecords counts the reads that returned records, for the read ramp (readRamp).
+	readsWithRecords int
+	ended            bool               // the shard is closed and read to its end
+	children         []types.ChildShard // the ChildShards of the read that reached the end
+	fetchAt          time.Time          // the earliest time the next GetRecords may be sent
+	failures         int                // consecutive failed reads, for backoff
+	timeouts         int                // consecutive Kinesis calls that timed out (callContext)
 }
 
 // fetch reads the next batch. Throttling and transient failures only postpone the next read
@@ -73,6 +75,7 @@ func (r *shardReader) fetch() error {
 			size += len(out.Records[i].Data)
 		}
 		r.avgRecordBytes = max(size/n, 1)
+		r.readsWithRecords = min(r.readsWithRecords+1, maxRampDoublings)
 	}
 	if out.NextShardIterator == nil {
 		r.ended, r.iterator, r.children = true, "", out.ChildShards

@@ -97,6 +97,15 @@ func TestWindowOrdering(t *testing.T) {
 	}
 }
 
+// TestReadRamp: reads start small and reach Kinesis's limit of 10,000 within seven reads.
+func TestReadRamp(t *testing.T) {
+	for reads, want := range []int{100, 200, 400, 800, 1600, 3200, 6400, 12800, 12800} {
+		if got := readRamp(reads); got != want {
+			t.Errorf("readRamp(%d) = %d, want %d", reads, got, want)
+		}
+	}
+}
+
 // TestHoldLimit: a shard's share of the memory budget, with its floors.
 func TestHoldLimit(t *testing.T) {
 	const ms = time.Millisecond
