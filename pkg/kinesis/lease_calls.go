@@ -247,7 +247,7 @@ func (r *shardReader) finish() error {
 // lease any more, the reader simply goes on.
 func (r *shardReader) handOver() error {
 	r.revokeOnce()
-	r.settleWindow(r.now())
+	r.settleAll(r.now())
 	if err := r.checkpoint(r.ctx); err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func (r *shardReader) giveUp() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
 	defer cancel()
 	r.revokeOnce()
-	r.settleWindow(r.now()) // the hook may have acked
+	r.settleAll(r.now()) // the hook may have acked
 	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -66,8 +65,8 @@ type shardReader struct {
 	windowState // window.go: the in-flight window and the watermark
 	leaseState  // lease_calls.go: renewal, checkpoint, handoff and pause timing
 	wake        clock.Timer
-	wakeArmed   time.Time            // what wake is set for; zero once it fired and was received
-	selectBuf   []reflect.SelectCase // waitMany's cases, reused
+	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
+	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -110,7 +109,10 @@ func (r *shardReader) logFields() watermill.LogFields {
 func (r *shardReader) run() {
 	exit := readerExit{reader: r}
 	defer func() {
-		r.settleWindow(r.now()) // acks that came before the stop are progress too
+		r.settleAll(r.now()) // acks that came before the stop are progress too
+		if r.watch != nil {
+			r.watch.close() // no message is sent any more
+		}
 		r.cancelWindow()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
@@ -257,34 +259,20 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 		handoff = nil
 	}
 	wake := r.wakeAt(s.until)
-	if len(r.sentOut) > 1 {
-		// What is ready now needs no reflect.Select, which costs far more than a select
-		// statement: a send the subscriber takes at once, or a settlement already there.
-		select {
-		case send <- msg:
-			r.sent(s.offer)
-			return nil
-		case <-handoff:
-			r.beginHandoff()
-			return nil
-		case <-r.lost:
-			return errLostToOther
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		default:
-		}
-		if r.anySettled() {
-			return nil
-		}
-		return r.waitMany(s, send, msg, wake, callDone, handoff)
-	}
+	// One message out at most (MaxInFlight 1): the reader waits on its Ack and Nack itself.
+	// With more, the watchers' settled channel stands for all of them.
 	var acked, nacked <-chan struct{}
-	if d := r.soleUnsettled(); d != nil {
+	var settled <-chan watched
+	if r.watch != nil {
+		settled = r.watch.settled
+	} else if d := r.soleUnsettled(); d != nil {
 		acked, nacked = d.msg.Acked(), d.msg.Nacked()
 	}
 	select {
 	case send <- msg:
-		r.sent(s.offer)
+		r.sentOffer(s.offer)
+	case m := <-settled:
+		r.watch.pending = append(r.watch.pending, m)
 	case <-acked:
 	case <-nacked:
 	case <-wake:
@@ -300,81 +288,17 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 	return nil
 }
 
+// sentOffer records that d went out and, with several messages allowed out, has its
+// settlement watched.
+func (r *shardReader) sentOffer(d *delivery) {
+	r.sent(d)
+	if r.watch != nil {
+		r.watch.watch(d)
+	}
+}
+
 // errLostToOther stops a reader that the coordinator fenced.
 var errLostToOther = fmt.Errorf("%w: another worker owns the lease now", ErrLeaseLost)
-
-// The fixed cases of waitMany, in its case list.
-const (
-	caseSend = iota
-	caseWake
-	caseCall
-	caseHandoff
-	caseLost
-	caseDone
-	fixedCases
-)
-
-// waitMany is wait with several messages out: it waits on the Ack and Nack of each, so that
-// any of them wakes the reader at once (with OrderByKey, an Ack lets the next message of its
-// key out). A select statement cannot wait on a number of channels known only at run time,
-// hence reflect.Select; a goroutine per message would cost more.
-func (r *shardReader) waitMany(s step, send chan<- *message.Message, msg *message.Message,
-	wake <-chan time.Time, callDone, handoff <-chan struct{}) error {
-	// A zero Chan leaves a case out, as a nil channel does in a select statement.
-	cases := r.selectBuf[:0]
-	for range fixedCases {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv})
-	}
-	if send != nil {
-		cases[caseSend] = reflect.SelectCase{Dir: reflect.SelectSend, Chan: reflect.ValueOf(send), Send: reflect.ValueOf(msg)}
-	}
-	if wake != nil {
-		cases[caseWake] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wake)}
-	}
-	if callDone != nil {
-		cases[caseCall] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(callDone)}
-	}
-	if handoff != nil {
-		cases[caseHandoff] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(handoff)}
-	}
-	cases[caseLost] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.lost)}
-	cases[caseDone] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.ctx.Done())}
-	for _, d := range r.sentOut {
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.msg.Acked())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d.msg.Nacked())})
-	}
-	chosen, _, _ := reflect.Select(cases)
-	clear(cases) // drop the references until the next wait
-	r.selectBuf = cases[:0]
-	switch chosen {
-	case caseSend:
-		r.sent(s.offer)
-	case caseWake:
-		r.wakeArmed = time.Time{}
-	case caseHandoff:
-		r.beginHandoff()
-	case caseLost:
-		return errLostToOther
-	case caseDone:
-		return r.ctx.Err()
-	}
-	return nil
-}
-
-// anySettled reports whether a message out has been acked or nacked; it never blocks.
-func (r *shardReader) anySettled() bool {
-	for _, d := range r.sentOut {
-		select {
-		case <-d.msg.Acked():
-			return true
-		case <-d.msg.Nacked():
-			return true
-		default:
-		}
-	}
-	return false
-}
 
 // atEnd: the shard is closed, read to its end, and every record of it is done.
 func (r *shardReader) atEnd() bool {

@@ -115,6 +115,9 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		finished: make(chan struct{}),
 		start:    pos, held: held,
 	}
+	if c.cfg.MaxInFlight > 1 {
+		r.watch = newSettleWatch(c.cfg.MaxInFlight)
+	}
 	var readyBy time.Time
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt

@@ -254,8 +254,8 @@ func (w *windowState) watermark() string {
 	return seq
 }
 
-// soleUnsettled is the delivery whose Ack or Nack the reader waits on when one is out (with
-// more, waitMany waits on all of them).
+// soleUnsettled is the delivery whose Ack or Nack the reader waits on at MaxInFlight 1 (above,
+// the watchers of settleWatch wait on them).
 func (w *windowState) soleUnsettled() *delivery {
 	if len(w.sentOut) == 0 {
 		return nil
@@ -389,25 +389,54 @@ func (r *shardReader) requeue(d *delivery, resendAt time.Time) {
 	addTo(&r.nacked, d)
 }
 
-// settleWindow notes acks and nacks, prepares resends, and moves the watermark.
+// settleWindow notes the acks and nacks reported since the last turn, prepares resends, and
+// moves the watermark. With MaxInFlight 1 it looks at the one message out; above, it applies
+// what the watchers reported (settleWatch), without looking at every message out.
 func (r *shardReader) settleWindow(now time.Time) {
-	for i := 0; i < len(r.sentOut); {
-		d := r.sentOut[i]
-		select {
-		case <-d.msg.Acked():
-			r.ackedOut(d)
-			continue // sentOut[i] is another delivery now
-		case <-d.msg.Nacked():
-			resendAt := now
-			if s := r.sub.cfg.NackResendSleep; s > 0 {
-				resendAt = now.Add(s)
-			}
-			r.requeue(d, resendAt)
-			continue
-		default:
-		}
-		i++
+	if r.watch == nil {
+		r.settleAll(now)
+		return
 	}
+	r.watch.take()
+	for i, m := range r.watch.pending {
+		if m.d.state == stateSent && m.d.msg == m.msg { // else a message of d taken back already
+			r.settle(m.d, now)
+		}
+		r.watch.pending[i] = watched{}
+	}
+	r.watch.pending = r.watch.pending[:0]
+	r.moveWatermark()
+}
+
+// settleAll looks at every message out for an Ack or Nack, whether reported or not: before a
+// checkpoint that has to count every ack so far (handoff, release, stop, pause).
+func (r *shardReader) settleAll(now time.Time) {
+	for i := 0; i < len(r.sentOut); {
+		if d := r.sentOut[i]; !r.settle(d, now) {
+			i++
+		} // else sentOut[i] is another delivery now
+	}
+	r.moveWatermark()
+}
+
+// settle applies d's Ack or Nack, if it has one, and reports whether it had.
+func (r *shardReader) settle(d *delivery, now time.Time) bool {
+	select {
+	case <-d.msg.Acked():
+		r.ackedOut(d)
+	case <-d.msg.Nacked():
+		resendAt := now
+		if s := r.sub.cfg.NackResendSleep; s > 0 {
+			resendAt = now.Add(s)
+		}
+		r.requeue(d, resendAt)
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *shardReader) moveWatermark() {
 	if seq := r.watermark(); seq != "" {
 		r.acked = seq
 	}
@@ -424,7 +453,7 @@ func (r *shardReader) refresh(d *delivery) {
 // queues them to be sent again (same UUID, fresh message) if the reader resumes; acks that
 // came before count.
 func (r *shardReader) suspendWindow(now time.Time) {
-	r.settleWindow(now)
+	r.settleAll(now)
 	for len(r.sentOut) > 0 {
 		r.requeue(r.sentOut[len(r.sentOut)-1], now)
 	}

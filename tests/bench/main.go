@@ -18,8 +18,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -81,7 +84,14 @@ func main() {
 	runs := flag.Int("runs", 0, "repetitions for rows that repeat (B1: pairs, default 5; B3: pairs, default 5; B7: 200k drains each way, default 3)")
 	cpuProfile := flag.String("b3cpuprofile", "", "write a CPU profile of extra B3 drains by our subscriber (after the measured ones) to this file")
 	memProfile := flag.String("b2memprofile", "", "sample every allocation (MemProfileRate=1) and write B2's heap profiles before and after the measured drain to PREFIX.before and PREFIX.after")
+	wholeProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (every selected row) to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run (every selected row) to this file")
 	flag.Parse()
+	if err := startProfiles(*wholeProfile, *traceFile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	defer stopProfiles()
 	if *memProfile != "" {
 		runtime.MemProfileRate = 1
 	}
@@ -114,6 +124,7 @@ func main() {
 			doc += "- " + n + "\n"
 		}
 	}
+	stopProfiles()
 	fmt.Print(doc)
 	if *out != "" {
 		file := "# Benchmarks\n\nWritten by `make bench` (`go run ./tests/bench -out BENCHMARKS.md` with the emulators up). " +
@@ -210,4 +221,42 @@ func cpuModel() string {
 		}
 	}
 	return "CPU model unknown"
+}
+
+// stopProfiles ends what startProfiles began; it is safe to call twice.
+var stopProfiles = func() {}
+
+// startProfiles starts a CPU profile and an execution trace of the whole run, each when its
+// path is not empty.
+func startProfiles(cpuPath, tracePath string) error {
+	var stops []func()
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); _ = f.Close() })
+	}
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		stops = append(stops, func() { trace.Stop(); _ = f.Close() })
+	}
+	var once sync.Once
+	stopProfiles = func() {
+		once.Do(func() {
+			for _, stop := range stops {
+				stop()
+			}
+		})
+	}
+	return nil
 }
