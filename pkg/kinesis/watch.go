@@ -32,6 +32,7 @@ type settleWatch struct {
 	// pending are settlements the reader took from settled in wait and has not applied yet
 	// (settleWindow applies them).
 	pending []watched
+	started int // watchers started so far
 }
 
 // watched is a message out and its delivery. msg is kept apart from the delivery because a
@@ -59,6 +60,7 @@ func (w *settleWatch) watch(d *delivery) {
 	select {
 	case w.work <- m:
 	default:
+		w.started++
 		w.watchers.Add(1)
 		go w.watcher(m)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -45,7 +46,11 @@ func runB1(ctx context.Context, e *env) (result, error) {
 		if err != nil {
 			return result{}, fmt.Errorf("GoChannel, pair %d: %w", i+1, err)
 		}
-		o, err := measureEndToEnd(ctx, b1Messages, newMemlogGroup4)
+		var o float64
+		// Labelled, so that a profile of the run (-cpuprofile) can be cut to our side.
+		pprof.Do(ctx, pprof.Labels("b1", "ours"), func(ctx context.Context) {
+			o, err = measureEndToEnd(ctx, b1Messages, newMemlogGroup4)
+		})
 		if err != nil {
 			return result{}, fmt.Errorf("memlog, pair %d: %w", i+1, err)
 		}
