@@ -8,8 +8,8 @@ import (
 )
 
 // TestSettleWatch: each settlement is reported once, with the message it was for; a watcher
-// that reported takes the next message instead of a new one starting; close stops watchers
-// that still wait.
+// that reported takes the next message instead of a new one starting; a pause's takeBack frees
+// the watchers of messages never settled; close stops watchers that still wait.
 func TestSettleWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newSettleWatch(4)
@@ -44,7 +44,21 @@ func TestSettleWatch(t *testing.T) {
 		if w.started != 3 {
 			t.Errorf("two more messages with two watchers idle: %d watchers started in all, want 3", w.started)
 		}
-		w.close() // returns only once every watcher has: deliveries[0] is never settled
+		// A pause takes the three out back; nobody ever settles them. Their watchers go idle
+		// and watch the resends.
+		w.takeBack()
+		for range 3 {
+			synctest.Wait()
+			w.watch(&delivery{msg: message.NewMessage("m", nil)})
+		}
+		if w.started != 3 {
+			t.Errorf("after a pause took three messages back, three resends: %d watchers started in all, want 3", w.started)
+		}
+		w.take()
+		if len(w.pending) != 0 {
+			t.Errorf("messages taken back reported settled: %d", len(w.pending))
+		}
+		w.close() // returns only once every watcher has: none of the resends is settled
 		synctest.Wait()
 		w.take()
 		if len(w.pending) != 0 {

@@ -457,6 +457,9 @@ func (r *shardReader) suspendWindow(now time.Time) {
 	for len(r.sentOut) > 0 {
 		r.requeue(r.sentOut[len(r.sentOut)-1], now)
 	}
+	if r.watch != nil {
+		r.watch.takeBack()
+	}
 }
 
 // cancelWindow cancels every message context still open; acks that arrive later are ignored.
