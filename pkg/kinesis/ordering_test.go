@@ -30,7 +30,9 @@ type keyOrderRun struct {
 	now         int
 	handled     int
 	nacked      int
-	allHandled  chan struct{}
+	acked       int
+	allAcked    chan struct{} // closed once every message was acked: the checkpoint may count it
+	stop        chan struct{} // closed when the test ends: ack watchers return
 	total       int
 	closeOnce   sync.Once
 	rng         *rand.Rand
@@ -70,9 +72,20 @@ func (k *keyOrderRun) handle(msg *message.Message) error {
 		k.done[key] = num
 	}
 	k.handled++
-	if k.handled == k.total {
-		k.closeOnce.Do(func() { close(k.allHandled) })
-	}
+	// The router acks after the handler returns: the run is over once the acks are in, not
+	// when the last handler returns (a Close in between leaves that Ack uncounted).
+	go func() {
+		select {
+		case <-msg.Acked():
+		case <-k.stop:
+			return
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.acked++; k.acked == k.total {
+			k.closeOnce.Do(func() { close(k.allAcked) })
+		}
+	}()
 	return nil
 }
 
@@ -98,7 +111,7 @@ func TestOrderByKey_RouterKeepsPerKeyOrder(t *testing.T) {
 	cfg.MaxInFlight = 8
 	s := e.subscriber(cfg)
 	run := &keyOrderRun{
-		running: map[string]int{}, done: map[string]int{}, allHandled: make(chan struct{}),
+		running: map[string]int{}, done: map[string]int{}, allAcked: make(chan struct{}), stop: make(chan struct{}),
 		total: len(msgs), rng: rand.New(rand.NewPCG(7, 11)), nackPercent: 10,
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: subWait}, watermill.NopLogger{})
@@ -109,12 +122,13 @@ func TestOrderByKey_RouterKeepsPerKeyOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	routerDone := make(chan error, 1)
+	defer close(run.stop)
 	go func() { routerDone <- router.Run(ctx) }()
 	select {
-	case <-run.allHandled:
+	case <-run.allAcked:
 	case <-time.After(30 * time.Second):
 		run.mu.Lock()
-		t.Fatalf("handled %d of %d within 30s", run.handled, run.total)
+		t.Fatalf("handled %d and acked %d of %d within 30s", run.handled, run.acked, run.total)
 	}
 	if err := router.Close(); err != nil {
 		t.Fatal(err)
