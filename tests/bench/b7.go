@@ -47,7 +47,7 @@ func runB7(ctx context.Context, e *env) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("10k backlog: %w", err)
 	}
-	runs := e.runsOr(3)
+	runs := e.runsOr(5)
 	configs := make([]func(*kinesis.SubscriberConfig), 0, 2*runs)
 	for range runs {
 		configs = append(configs, nil, unbounded) // alternate, so that drift hits both alike

@@ -81,7 +81,7 @@ func register(r rowSpec) {
 func main() {
 	out := flag.String("out", "", "also write the machine line and the table to this file (markdown)")
 	only := flag.String("rows", "", "comma-separated rows to run (default: all): "+rowIDs())
-	runs := flag.Int("runs", 0, "repetitions for rows that repeat (B1: pairs, default 5; B3: pairs, default 5; B7: 200k drains each way, default 3)")
+	runs := flag.Int("runs", 0, "repetitions for rows that repeat (B1: pairs, default 5; B3: pairs, default 5; B7: 200k drains each way, default 5)")
 	cpuProfile := flag.String("b3cpuprofile", "", "write a CPU profile of extra B3 drains by our subscriber (after the measured ones) to this file")
 	memProfile := flag.String("b2memprofile", "", "sample every allocation (MemProfileRate=1) and write B2's heap profiles before and after the measured drain to PREFIX.before and PREFIX.after")
 	wholeProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (every selected row) to this file")
