@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -47,10 +46,11 @@ type subscription struct {
 	learned  map[string]types.Shard
 	leases   map[string]lease.Lease // the group's leases at the last lease sync
 	tracker  *lease.Tracker
-	asked    map[string]time.Time // shards whose lease this worker asked for, and when
-	ended    map[string]bool      // without a group: shards read to their end
-	skipped  map[string]bool      // closed shards a LATEST start skips (logged once each)
-	progress map[string]string    // without a group: where a restarted reader resumes
+	asked    map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
+	ended    map[string]bool       // without a group: shards read to their end
+	skipped  map[string]bool       // closed shards a LATEST start skips (logged once each)
+	progress map[string]string     // without a group: where a restarted reader resumes
+	failures int                   // coordinator steps failed in a row (logIfFailed)
 }
 
 func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill.LoggerAdapter, stream string) *subscription {
@@ -68,7 +68,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		learned:  map[string]types.Shard{},
 		leases:   map[string]lease.Lease{},
 		tracker:  lease.NewTracker(),
-		asked:    map[string]time.Time{},
+		asked:    map[string]handoffAsk{},
 		ended:    map[string]bool{},
 		skipped:  map[string]bool{},
 		progress: map[string]string{},
@@ -155,10 +155,24 @@ func (c *subscription) callContext() (context.Context, context.CancelFunc) {
 	return clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout)
 }
 
+// logIfFailed logs a failed coordinator step, which the next sync retries: WARN, and ERROR
+// once when steps keep failing (readFailuresBeforeError in a row), since a lease store or
+// Kinesis that stays unreachable needs someone to look.
 func (c *subscription) logIfFailed(what string, err error) {
-	if err != nil && c.ctx.Err() == nil {
-		c.logger.Error("Coordinator failed "+what+"; will retry", err, c.logFields())
+	if err == nil {
+		c.failures = 0
+		return
 	}
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.failures++
+	fields := c.logFields().Add(watermill.LogFields{"failures": c.failures})
+	if c.failures == readFailuresBeforeError {
+		c.logger.Error("Coordinator keeps failing "+what+"; will retry", err, fields)
+		return
+	}
+	warn(c.logger, "Coordinator failed "+what+"; will retry", err, fields)
 }
 
 // syncShards lists the stream's shards and, in a group, creates the leases of new ones.

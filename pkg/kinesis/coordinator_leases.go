@@ -24,7 +24,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		l, ok := c.leases[id]
 		switch {
 		case !ok || l.Owner != me || l.Generation != r.generation:
-			r.markLost()
+			r.markLost(l.Owner)
 		case handoffAsked(l):
 			r.requestHandoff()
 		}
@@ -49,13 +49,21 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		// it could not renew. Taking it again bumps the counter and the generation, so that
 		// nobody judges it expired from before and no earlier reader of ours can write.
 		if l.Owner == me && !c.readers.has(l.ShardID) && c.eligible(l) {
-			if r := c.take(l); r != nil {
+			why, from := takeOwnIdle, ""
+			if ask, ok := c.asked[l.ShardID]; ok {
+				why, from = takeHandedOver, ask.owner
+			}
+			if r := c.take(l, why, from); r != nil {
 				started = append(started, r)
 			}
 		}
 	}
 	for _, l := range plan.Take {
-		if r := c.take(l); r != nil {
+		why := takeFree
+		if l.Owner != "" {
+			why = takeExpired
+		}
+		if r := c.take(l, why, l.Owner); r != nil {
 			started = append(started, r)
 		}
 	}
@@ -77,13 +85,31 @@ func (c *subscription) releaseFinished(l lease.Lease) {
 		c.logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
 	}
+	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
+		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished}))
 	c.leases[l.ShardID] = released
+}
+
+// Why a worker takes a lease, in the "Lease taken" log line.
+const (
+	takeFree       = "free"
+	takeExpired    = "expired: its owner stopped renewing it"
+	takeHandedOver = "handed over"
+	takeOverdue    = "not handed over within HandoffTimeout: taken from its owner"
+	takeOwnIdle    = "held by this worker with no reader (a reader of it stopped)"
+)
+
+// handoffAsk is a lease this worker asked another worker for.
+type handoffAsk struct {
+	at    time.Time // on the subscription's clock
+	owner string    // the owner asked
 }
 
 // take takes one lease and starts its reader; nil if another worker was faster, or if this
 // subscription still has a reader of the shard (one that is stopping: the lease is taken at a
-// later sync, once its exit report is in).
-func (c *subscription) take(l lease.Lease) *shardReader {
+// later sync, once its exit report is in). why and from (the previous owner, "" if none) are
+// for the log line.
+func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	if c.readers.has(l.ShardID) {
 		return nil
 	}
@@ -97,6 +123,11 @@ func (c *subscription) take(l lease.Lease) *shardReader {
 	}
 	delete(c.asked, l.ShardID)
 	c.leases[l.ShardID] = taken
+	fields := c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "generation": taken.Generation, "reason": why})
+	if from != "" && from != c.cfg.WorkerID {
+		fields["from"] = from
+	}
+	c.logger.Info("Lease taken", fields)
 	return c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
 }
 
@@ -109,9 +140,9 @@ func (c *subscription) ask(l lease.Lease) {
 		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
 	}
-	c.logger.Info("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
+	c.logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
 	c.leases[l.ShardID] = asked
-	c.asked[l.ShardID] = c.cfg.Clock.Now()
+	c.asked[l.ShardID] = handoffAsk{at: c.cfg.Clock.Now(), owner: l.Owner}
 }
 
 // takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
@@ -123,9 +154,8 @@ func (c *subscription) takeOverdue(now time.Time) []*shardReader {
 		switch {
 		case !ok || l.Owner == c.cfg.WorkerID || l.PendingOwner != c.cfg.WorkerID:
 			delete(c.asked, id)
-		case now.Sub(c.asked[id]) >= handoffTakeAfter(c.cfg) && c.eligible(l):
-			c.logger.Info("Owner did not hand the lease over in time; taking it", c.logFields().Add(watermill.LogFields{"shard": id, "owner": l.Owner}))
-			if r := c.take(l); r != nil {
+		case now.Sub(c.asked[id].at) >= handoffTakeAfter(c.cfg) && c.eligible(l):
+			if r := c.take(l, takeOverdue, l.Owner); r != nil {
 				started = append(started, r)
 			}
 		}

@@ -475,6 +475,9 @@ func (a *fltAdapter) add(level, msg string, err error, fields watermill.LogField
 func (a *fltAdapter) Error(msg string, err error, fields watermill.LogFields) {
 	a.add("ERROR", msg, err, fields)
 }
+func (a *fltAdapter) Warn(msg string, err error, fields watermill.LogFields) {
+	a.add("WARN", msg, err, fields)
+}
 func (a *fltAdapter) Info(msg string, fields watermill.LogFields)  { a.add("INFO", msg, nil, fields) }
 func (a *fltAdapter) Debug(msg string, fields watermill.LogFields) { a.add("DEBUG", msg, nil, fields) }
 func (a *fltAdapter) Trace(msg string, fields watermill.LogFields) { a.add("TRACE", msg, nil, fields) }

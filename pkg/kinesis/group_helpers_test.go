@@ -628,6 +628,7 @@ type grpWorker struct {
 	store  *grpStore
 	client *grpClient
 	sub    *kinesis.Subscriber
+	logs   *lineLogger // what the instance logged
 	done   chan struct{}
 	dead   atomic.Bool // the consumer drops what it receives (a crashed process)
 
@@ -648,7 +649,7 @@ type grpEvent struct {
 // Kinesis client (which a test can make fail) and the SubscriberConfig every instance of
 // these tests uses, with its hooks recorded.
 func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, kinesis.SubscriberConfig) {
-	wk := &grpWorker{w: w, id: id, done: make(chan struct{})}
+	wk := &grpWorker{w: w, id: id, done: make(chan struct{}), logs: &lineLogger{}}
 	wk.store = &grpStore{inner: w.e.store, w: w, worker: id, gate: make(chan struct{})}
 	wk.client = &grpClient{KinesisAPI: client}
 	return wk, kinesis.SubscriberConfig{
@@ -671,7 +672,7 @@ func (w *grpWorld) start(id string) *grpWorker {
 	w.t.Helper()
 	w.bumpEpoch()
 	wk, cfg := w.newWorker(id, w.e.log)
-	sub, err := kinesis.NewSubscriber(cfg, nil)
+	sub, err := kinesis.NewSubscriber(cfg, wk.logs)
 	if err != nil {
 		w.t.Fatalf("NewSubscriber %s: %v", id, err)
 	}

@@ -16,6 +16,7 @@ import (
 // renewal and checkpoint are due, and where a handoff or a pause stands. The reader goroutine
 // owns it; decide reads it through view.
 type leaseState struct {
+	renewFailures int // renewals failed in a row
 	saved        string    // last checkpoint written
 	renewed      time.Time // when the last successful renewal (at first: the take) was sent
 	renewAt      time.Time // when the next renewal is due
@@ -85,15 +86,22 @@ func (r *shardReader) beginHandoff() {
 func (r *shardReader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
 	limit, byStop := r.storeTimeout(), false
 	if !r.paused {
-		if untilStop := r.stopAt().Sub(r.now()); untilStop < limit {
-			limit, byStop = max(untilStop, 0), true
+		untilStop := r.stopAt().Sub(r.now())
+		if untilStop <= 0 {
+			// Not sent at all: the reader's turn came after its stop point, as after a
+			// process pause. The pause that follows says so.
+			return lease.Lease{}, fmt.Errorf("%w: not sent, the stop point passed %s before this turn (no renewal for %s)",
+				errLeaseStale, (-untilStop).Round(time.Millisecond), r.now().Sub(r.renewed).Round(time.Millisecond))
+		}
+		if untilStop < limit {
+			limit, byStop = untilStop, true
 		}
 	}
 	ctx, cancel := clock.WithTimeout(parent, r.sub.cfg.Clock, limit)
 	defer cancel()
 	l, err := call(ctx)
 	if err != nil && byStop && ctx.Err() != nil && parent.Err() == nil {
-		return lease.Lease{}, fmt.Errorf("%w: a lease store call outlasted the stop point: %w", errLeaseStale, err)
+		return lease.Lease{}, fmt.Errorf("%w: the lease store gave no answer before the stop point: %w", errLeaseStale, err)
 	}
 	return l, err
 }
@@ -128,6 +136,7 @@ func (r *shardReader) renew() error {
 	})
 	now := r.now()
 	if err == nil {
+		r.renewFailures = 0
 		r.renewedWith(l, sentAt)
 		r.renewAt = nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
 		return nil
@@ -135,7 +144,7 @@ func (r *shardReader) renew() error {
 	if stop := r.stopOn("renewing", err); stop != nil {
 		return stop
 	}
-	r.sub.logger.Error("Renewing the lease failed; will retry", err, r.logFields())
+	r.logRenewFailed(err)
 	if r.paused {
 		// A quarter of the renewal interval: the reader resumes soon after the store is
 		// back, at a few calls per outage.
@@ -156,6 +165,25 @@ func (r *shardReader) renew() error {
 	return nil
 }
 
+// logRenewFailed logs a failed renewal that will be tried again. A failure costs nothing as
+// long as a later renewal succeeds before the stop point, so it is INFO, as a failed read is;
+// one that missed the stop point is not logged at all: the pause that follows says so, at
+// WARN. While paused, each retry is DEBUG. A store that keeps failing is an ERROR once, since
+// someone has to look at it.
+func (r *shardReader) logRenewFailed(err error) {
+	r.renewFailures++
+	fields := r.logFields().Add(watermill.LogFields{"failures": r.renewFailures, "err": err})
+	switch {
+	case r.renewFailures == readFailuresBeforeError:
+		r.sub.logger.Error("Renewing the lease keeps failing; is the lease store reachable? Will retry", err, fields)
+	case errors.Is(err, errLeaseStale):
+	case r.paused:
+		r.sub.logger.Debug("Renewing the lease failed while paused; will retry", fields)
+	default:
+		r.sub.logger.Info("Renewing the lease failed; will retry", fields)
+	}
+}
+
 // pause stops deliveries once no renewal has succeeded for too long (lease.MustStop).
 //
 // Paused, the reader sends and reads nothing, so it delivers nothing once another worker may
@@ -168,7 +196,7 @@ func (r *shardReader) renew() error {
 func (r *shardReader) pause(now time.Time) {
 	cfg := r.sub.cfg
 	r.paused = true
-	r.sub.logger.Error("Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
+	warn(r.sub.logger, "Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
 		fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.logFields())
 	r.suspendWindow(now)
 	// For the application the shard is lost: another worker may take it from here on.
@@ -221,7 +249,9 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
-	r.sub.logger.Error("Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+	if !errors.Is(err, errLeaseStale) { // past the stop point: the pause that follows says so
+		warn(r.sub.logger, "Writing a checkpoint failed; will retry", err, r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
+	}
 	return nil
 }
 
@@ -272,7 +302,7 @@ func (r *shardReader) handOver() error {
 	if stop := r.stopOn("handing over", err); stop != nil {
 		return stop
 	}
-	r.sub.logger.Error("Handing over the lease failed; will retry", err, r.logFields())
+	warn(r.sub.logger, "Handing over the lease failed; will retry", err, r.logFields())
 	r.handoffRetry = r.now().Add(r.sub.cfg.LeaseRenewInterval)
 	return nil
 }
@@ -290,7 +320,7 @@ func (r *shardReader) revokeOnce() {
 // on a context of its own since the reader's is usually cancelled by now. Half of
 // CloseTimeout bounds it, so that Close still returns in time, with every channel closed,
 // when the store hangs.
-func (r *shardReader) giveUp() {
+func (r *shardReader) giveUp(reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.sub.cfg.CloseTimeout/2)
 	defer cancel()
 	r.revokeOnce()
@@ -298,7 +328,7 @@ func (r *shardReader) giveUp() {
 	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 		if err != nil {
-			r.sub.logger.Error("Final checkpoint failed; the next owner will redeliver since the last one", err,
+			warn(r.sub.logger, "Final checkpoint failed; the next owner will redeliver since the last one", err,
 				r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
 			if errors.Is(err, lease.ErrLeaseLost) {
 				return
@@ -307,7 +337,20 @@ func (r *shardReader) giveUp() {
 			r.held, r.saved = &l, seq
 		}
 	}
-	if _, err := r.sub.cfg.LeaseStore.Release(ctx, *r.held); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
-		r.sub.logger.Error("Releasing the lease failed; another worker takes it once it expires", err, r.logFields())
+	_, err := r.sub.cfg.LeaseStore.Release(ctx, *r.held)
+	switch {
+	case err == nil:
+		r.sub.logger.Info("Lease released", r.logFields().Add(watermill.LogFields{"reason": reason, "checkpoint": r.saved}))
+	case errors.Is(err, lease.ErrLeaseLost):
+		r.logLost(err)
+	default:
+		warn(r.sub.logger, "Releasing the lease failed; another worker takes it once it expires", err, r.logFields())
 	}
 }
+
+// Why a reader releases its lease, in the "Lease released" log line.
+const (
+	releaseShardFinished = "shard finished (SHARD_END written)"
+	releaseClosing       = "subscription closing"
+	releaseStopped       = "reader stopped"
+)

@@ -55,6 +55,7 @@ type shardReader struct {
 	// worker waiting for this lease (buffered 1; a signal already pending is enough).
 	handoff  chan struct{}
 	lostOnce sync.Once
+	lostTo   string // set by markLost before it closes lost: the owner the coordinator saw
 
 	start      position     // where reading starts
 	held       *lease.Lease // nil without a consumer group, and once handed over
@@ -87,8 +88,14 @@ func (r *shardReader) requestHandoff() {
 	}
 }
 
-// markLost tells the reader, from the coordinator, that the lease moved to another owner.
-func (r *shardReader) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
+// markLost tells the reader, from the coordinator, that the lease moved to another owner
+// (owner, "" if it is free now or gone).
+func (r *shardReader) markLost(owner string) {
+	r.lostOnce.Do(func() {
+		r.lostTo = owner // read by the reader only after lost is closed
+		close(r.lost)
+	})
+}
 
 func (r *shardReader) logFields() watermill.LogFields {
 	f := r.sub.logFields()
@@ -116,7 +123,7 @@ func (r *shardReader) run() {
 		r.cancelWindow()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
-			r.giveUp()
+			r.giveUp(r.releaseReason(exit))
 		}
 		if r.wake != nil {
 			r.wake.Stop()
@@ -147,7 +154,7 @@ func (r *shardReader) run() {
 	}
 	switch {
 	case errors.Is(exit.err, ErrLeaseLost):
-		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
+		r.logLost(exit.err)
 		r.cancelWindow() // the hook runs once nothing of this shard is live any more
 		if !r.paused {   // a pause has told the application already
 			r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
@@ -155,6 +162,40 @@ func (r *shardReader) run() {
 	case exit.err != nil && !errors.Is(exit.err, context.Canceled):
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
 	}
+}
+
+// releaseReason says why the reader gives its lease back, for the log line.
+func (r *shardReader) releaseReason(exit readerExit) string {
+	switch {
+	case r.saved == lease.ShardEnd || exit.shardEnded:
+		return releaseShardFinished
+	case r.sub.ctx.Err() != nil:
+		return releaseClosing
+	case exit.err != nil:
+		return releaseStopped + ": " + exit.err.Error()
+	}
+	return releaseStopped
+}
+
+// logLost writes the one line of a lost lease. Losing a lease is fencing at work: another
+// worker took it because this one did not renew it in time, and this reader stops before it
+// delivers anything more. A pause already said so at WARN, so the loss is INFO then; a loss
+// with no pause before it (found at a lease sync or by a refused write) is the WARN.
+func (r *shardReader) logLost(err error) {
+	fields := r.logFields().Add(watermill.LogFields{"reason": err.Error()})
+	select {
+	case <-r.lost:
+		if r.lostTo != "" {
+			fields["to"] = r.lostTo
+		}
+	default:
+	}
+	const msg = "Lease lost; stopped reading the shard"
+	if r.paused {
+		r.sub.logger.Info(msg, fields)
+		return
+	}
+	warn(r.sub.logger, msg+" (another worker took it: this worker's renewals stopped for a while, e.g. a process pause)", nil, fields)
 }
 
 // loop carries out decide's steps until the shard is done, the lease is lost or handed over,

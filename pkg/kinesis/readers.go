@@ -250,7 +250,7 @@ func (c *subscription) readerReady(r *shardReader, err error) error {
 func (c *subscription) giveUpLate() {
 	for _, r := range c.readers.late(c.cfg.Clock.Now()) {
 		err := &ShardError{Stream: c.stream, ShardID: r.shardID, Err: fmt.Errorf("no shard iterator within %s of taking the lease", leaseStopAfter(c.cfg))}
-		c.logger.Error("Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
+		warn(c.logger, "Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
 			err, r.logFields())
 		r.cancel()
 	}
