@@ -1070,7 +1070,7 @@ func TestLiveFailover_KillPauseClose(t *testing.T) {
 	if termDup > len(closing)*lfMaxInFlight {
 		t.Errorf("%d records of the closed worker were delivered again, more than its %d in flight", termDup, len(closing)*lfMaxInFlight)
 	}
-	for _, line := range w2.stderrLines("Shard reader stopped") {
+	for _, line := range w2.stderrLines("Lease lost") {
 		lfReport(t, "the resumed worker's log: %s", line)
 	}
 	distinct := map[lfRec]bool{}
