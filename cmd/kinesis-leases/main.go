@@ -1,0 +1,247 @@
+// Command kinesis-leases prints a consumer group's leases on a Kinesis stream, one line per
+// shard: its state (open, closed, gone), owner, generation, checkpoint, parents, a pending
+// handoff, and how long the oldest record the group has not finished has been waiting.
+//
+//	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
+//	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-timeout 1m]
+//
+// It only reads: ListShards, one Query of the lease table, and for each shard not at SHARD_END
+// one GetShardIterator and one GetRecords with Limit 1 (which count against the shard's 5 reads
+// per second, shared with the group; -skip-behind leaves them out). See kinesis.InspectLeases
+// for what every field means.
+//
+// The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials come
+// from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN: the module does not
+// depend on the SDK's config package, so shared profiles and instance roles are not read.
+//
+// Exit status: 0 when the report is complete; 1 when it could not be made (stream or table
+// missing, AWS unreachable), or some shard could not be measured (the report is still printed,
+// and the reasons go to stderr); 2 for a bad command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// options is the command line.
+type options struct {
+	stream, group, table              string
+	json, skipBehind                  bool
+	kinesisEndpoint, dynamoDBEndpoint string
+	region                            string
+	timeout                           time.Duration
+}
+
+// usageError is a command line that cannot run; run prints it with a hint to -help.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole command, with its streams and arguments passed in so that tests can run it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var usage *usageError
+	if errors.As(err, &usage) {
+		fmt.Fprintf(stderr, "kinesis-leases: %s\nRun kinesis-leases -help for the flags.\n", err)
+		return exitUsage
+	}
+	if err != nil { // the flag package has printed the problem and the flags
+		return exitUsage
+	}
+	awsCfg, err := awsConfig(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "kinesis-leases: %s\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	report, err := inspect(ctx, o, awsCfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "kinesis-leases: %s\n", explain(o, err))
+		return exitError
+	}
+	if o.json {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kinesis-leases: %s\n", err)
+		return exitError
+	}
+	if !hasLeases(report) {
+		fmt.Fprintf(stderr, "kinesis-leases: note: table %q holds no leases of group %q on stream %q; check -group (and -table), or the group has not run yet\n",
+			o.table, o.group, o.stream)
+	}
+	if err := report.Err(); err != nil {
+		fmt.Fprintf(stderr, "kinesis-leases: some shards could not be measured:\n%s\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+var (
+	streamNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+	tableNamePattern  = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+)
+
+// parseOptions reads the flags and reports every problem with them at once.
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("kinesis-leases", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.stream, "stream", "", "Kinesis stream (required)")
+	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.ConsumerGroup (required)")
+	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.LeaseTable (required)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
+	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: the region's AWS endpoint)")
+	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: the region's AWS endpoint)")
+	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION)")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n\n"+
+			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
+			"checkpoint, parents, pending handoff and how far behind the group is. Credentials come from\n"+
+			"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.region == "" {
+		o.region = os.Getenv("AWS_REGION")
+	}
+	if o.region == "" {
+		o.region = os.Getenv("AWS_DEFAULT_REGION")
+	}
+	var problems []string
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: every setting is a flag", fs.Arg(0)))
+	}
+	required := func(flag, value, what string) bool {
+		if value == "" {
+			problems = append(problems, fmt.Sprintf("-%s is missing: %s", flag, what))
+		}
+		return value != ""
+	}
+	if required("stream", o.stream, "name the Kinesis stream") && !streamNamePattern.MatchString(o.stream) {
+		problems = append(problems, fmt.Sprintf("-stream %q is not a Kinesis stream name (1 to 128 of a-z, A-Z, 0-9, '_', '.', '-')", o.stream))
+	}
+	required("group", o.group, "name the consumer group")
+	if required("table", o.table, "name the group's DynamoDB lease table") && !tableNamePattern.MatchString(o.table) {
+		problems = append(problems, fmt.Sprintf("-table %q is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '.', '-')", o.table))
+	}
+	required("region", o.region, "pass -region or set AWS_REGION")
+	for _, e := range []struct{ flag, value string }{{"endpoint-kinesis", o.kinesisEndpoint}, {"endpoint-dynamodb", o.dynamoDBEndpoint}} {
+		if e.value == "" {
+			continue
+		}
+		if u, err := url.Parse(e.value); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("-%s %q is not an http:// or https:// URL", e.flag, e.value))
+		}
+	}
+	if o.timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
+	}
+	if len(problems) > 0 {
+		return o, &usageError{msg: strings.Join(problems, "\n  ")}
+	}
+	return o, nil
+}
+
+// awsConfig builds the SDK config from the region and the environment's static credentials.
+func awsConfig(o options) (aws.Config, error) {
+	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if id == "" || secret == "" {
+		return aws.Config{}, errors.New("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY " +
+			"(and AWS_SESSION_TOKEN for temporary credentials); this command reads no profile or instance role")
+	}
+	return aws.Config{
+		Region:      o.region,
+		Credentials: credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")),
+	}, nil
+}
+
+// inspect opens the lease table (never creating it) and inspects the group.
+func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupReport, error) {
+	kc := awskinesis.NewFromConfig(awsCfg, func(k *awskinesis.Options) {
+		if o.kinesisEndpoint != "" {
+			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
+		}
+	})
+	dc := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		if o.dynamoDBEndpoint != "" {
+			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
+		}
+	})
+	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
+	if err != nil {
+		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
+	}
+	return kinesis.InspectLeases(ctx, kinesis.InspectConfig{
+		Stream:        o.stream,
+		ConsumerGroup: o.group,
+		Client:        kc,
+		LeaseStore:    store,
+		SkipBehind:    o.skipBehind,
+	})
+}
+
+// explain adds to err which flags to check, for the failures a wrong flag causes.
+func explain(o options, err error) string {
+	switch {
+	case errors.Is(err, lease.ErrTableNotFound):
+		return fmt.Sprintf("%v\n  check -table, -region (%s) and -endpoint-dynamodb; this command never creates the table", err, o.region)
+	case errors.Is(err, kinesis.ErrStreamNotFound):
+		return fmt.Sprintf("%v\n  check -stream, -region (%s) and -endpoint-kinesis", err, o.region)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("%v\n  gave up after -timeout %s; check the endpoints and the network, or raise -timeout", err, o.timeout)
+	}
+	return err.Error()
+}
+
+func hasLeases(r kinesis.GroupReport) bool {
+	for _, s := range r.Shards {
+		if s.HasLease {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// emulators are kinesalite and dynalite, started by scripts/with-emulators.sh.
+type emulators struct {
+	kinesisEndpoint, dynamoDBEndpoint string
+	kinesis                           *awskinesis.Client
+	dynamoDB                          *dynamodb.Client
+}
+
+func newEmulators(t *testing.T) *emulators {
+	t.Helper()
+	k, d := os.Getenv("KINESIS_ENDPOINT"), os.Getenv("DYNAMODB_ENDPOINT")
+	if k == "" || d == "" {
+		t.Skip("KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are not set: run make test, or scripts/with-emulators.sh go test ./cmd/...")
+	}
+	// The command reads its credentials and region from the environment, as in production.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_REGION", "us-east-1")
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	return &emulators{
+		kinesisEndpoint:  k,
+		dynamoDBEndpoint: d,
+		kinesis:          awskinesis.NewFromConfig(cfg, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(k) }),
+		dynamoDB:         dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(d) }),
+	}
+}
+
+// leaseTable creates a lease table of the test's own, dropped when it ends.
+func (e *emulators) leaseTable(t *testing.T) (string, *lease.DynamoDBStore) {
+	t.Helper()
+	table := "inspect-leases-" + watermill.NewShortUUID()
+	store, err := lease.NewDynamoDBStore(context.Background(), lease.DynamoDBConfig{Client: e.dynamoDB, TableName: table, CreateTable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = e.dynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return table, store
+}
+
+func (e *emulators) args(stream, group, table string, more ...string) []string {
+	return append([]string{"-stream", stream, "-group", group, "-table", table,
+		"-endpoint-kinesis", e.kinesisEndpoint, "-endpoint-dynamodb", e.dynamoDBEndpoint, "-region", "us-east-1"}, more...)
+}
+
+// runGroup runs a real group member for a moment: it publishes n messages, receives and acks
+// them all, and closes, which checkpoints and releases every lease. It returns the sequence
+// number of the last acked record of each shard that got any.
+func runGroup(t *testing.T, e *emulators, stream, group string, store lease.Store, n int) map[string]string {
+	t.Helper()
+	logger := watermill.NopLogger{}
+	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{Client: e.kinesis, CreateStream: true, CreateStreamShards: 2}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
+		Client: e.kinesis, ConsumerGroup: group, LeaseStore: store, WorkerID: "inspect-worker",
+		CreateStream: true, CreateStreamShards: 2, PollInterval: 50 * time.Millisecond,
+	}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	msgs, err := sub.Subscribe(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := pub.Publish(stream, message.NewMessage(watermill.NewUUID(), []byte("m"+strconv.Itoa(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := map[string]string{}
+	timeout := time.After(30 * time.Second) // a bound for a broken build, not a wait
+	for range n {
+		select {
+		case msg := <-msgs:
+			info, ok := kinesis.RecordFromContext(msg.Context())
+			if !ok {
+				t.Fatal("message without record info")
+			}
+			last[info.ShardID] = info.SequenceNumber // each shard delivers in sequence order
+			msg.Ack()
+		case <-timeout:
+			t.Fatalf("received %d of %d messages in 30 s", len(last), n)
+		}
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+var cellSep = regexp.MustCompile(`\s{2,}`)
+
+// tableRows splits the table's shard lines into cells (tabwriter pads with two spaces or more;
+// cells hold at most single spaces).
+func tableRows(t *testing.T, out string) (header []string, rows map[string][]string, summary string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("table too short:\n%s", out)
+	}
+	rows = map[string][]string{}
+	for _, line := range lines[1 : len(lines)-1] {
+		cells := cellSep.Split(line, -1)
+		rows[cells[0]] = cells
+	}
+	return cellSep.Split(lines[0], -1), rows, lines[len(lines)-1]
+}
+
+func runCommand(t *testing.T, args []string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRun_Emulators(t *testing.T) {
+	e := newEmulators(t)
+	table, store := e.leaseTable(t)
+	stream, group := "inspect-"+watermill.NewShortUUID(), "billing"
+	last := runGroup(t, e, stream, group, store, 8)
+
+	// The table, after Close: every lease free, each checkpoint the last acked record.
+	code, out, errOut := runCommand(t, e.args(stream, group, table))
+	t.Logf("table:\n%s", out)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	header, rows, summary := tableRows(t, out)
+	if want := []string{"SHARD", "STATE", "OWNER", "GEN", "CHECKPOINT", "PARENTS", "PENDING-OWNER", "BEHIND"}; !slices.Equal(header, want) {
+		t.Errorf("header = %q, want %q", header, want)
+	}
+	leases, err := store.List(context.Background(), group, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(leases) != 2 {
+		t.Fatalf("%d rows and %d leases, want 2 of each (2 shards):\n%s", len(rows), len(leases), out)
+	}
+	for _, l := range leases {
+		if l.Checkpoint != last[l.ShardID] { // "" for a shard that got no message
+			t.Errorf("lease %s checkpoint = %q, want the last acked record %q", l.ShardID, l.Checkpoint, last[l.ShardID])
+		}
+		if l.Owner != "" || l.Generation < 2 {
+			t.Errorf("lease %s after Close = %+v, want free, taken and released (generation 2 or more)", l.ShardID, l)
+		}
+		checkpointCell := l.Checkpoint
+		if checkpointCell == "" {
+			checkpointCell = "-"
+		}
+		want := []string{l.ShardID, "open", "(free)", strconv.FormatInt(l.Generation, 10), checkpointCell, "-", "-", "caught up"}
+		if got := rows[l.ShardID]; !slices.Equal(got, want) {
+			t.Errorf("row of %s = %q, want %q", l.ShardID, got, want)
+		}
+	}
+	if want := "2 shards (2 open, 0 closed, 0 gone); 2 leases (2 free); 0 shards without a lease; 0 handoffs pending; 0 shards behind"; summary != want {
+		t.Errorf("summary = %q, want %q", summary, want)
+	}
+
+	// One record more, after the group stopped: its shard is behind, by that record.
+	put, err := e.kinesis.PutRecord(context.Background(), &awskinesis.PutRecordInput{
+		StreamName: aws.String(stream), PartitionKey: aws.String("late"), Data: []byte("late"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCommand(t, e.args(stream, group, table, "-json"))
+	t.Logf("JSON:\n%s", out)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("-json: exit %d, stderr %q", code, errOut)
+	}
+	var r kinesis.GroupReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("-json output does not decode: %v\n%s", err, out)
+	}
+	if r.Stream != stream || r.ConsumerGroup != group || time.Since(r.InspectedAt) > time.Minute || len(r.Shards) != 2 {
+		t.Fatalf("report = %+v", r)
+	}
+	for i, s := range r.Shards {
+		l := leases[i] // both sorted by shard id
+		lateHere := s.ShardID == *put.ShardId
+		want := kinesis.ShardLease{
+			ShardID: l.ShardID, State: kinesis.ShardOpen, HasLease: true, Generation: l.Generation, Counter: l.Counter,
+			Checkpoint: l.Checkpoint, Parents: []string{}, Measured: true, Pending: lateHere,
+		}
+		if lateHere {
+			want.NextSequenceNumber, want.NextArrival, want.BehindMillis = *put.SequenceNumber, s.NextArrival, s.BehindMillis
+			if s.NextArrival == nil || s.BehindMillis < 0 || s.BehindMillis > time.Minute.Milliseconds() {
+				t.Errorf("shard %s with the late record: arrival %v, behind %d ms", s.ShardID, s.NextArrival, s.BehindMillis)
+			}
+		}
+		if a, b := mustJSON(t, s), mustJSON(t, want); a != b {
+			t.Errorf("shard %d:\n got %s\nwant %s", i, a, b)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRun_MissingStreamOrTable(t *testing.T) {
+	e := newEmulators(t)
+	table, _ := e.leaseTable(t)
+	code, out, errOut := runCommand(t, e.args("no-such-stream-"+watermill.NewShortUUID(), "g", table))
+	if code != exitError || out != "" || !strings.Contains(errOut, "stream not found") || !strings.Contains(errOut, "check -stream") {
+		t.Errorf("missing stream: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCommand(t, e.args("any", "g", "no-such-table-"+watermill.NewShortUUID()))
+	if code != exitError || out != "" || !strings.Contains(errOut, "lease table not found") || !strings.Contains(errOut, "check -table") {
+		t.Errorf("missing table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestRun_BadCommandLine(t *testing.T) {
+	full := []string{"-stream", "orders", "-group", "billing", "-table", "leases", "-region", "eu-west-1"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want []string // in stderr
+	}{
+		{"nothing", nil, nil, exitUsage, []string{
+			"-stream is missing: name the Kinesis stream", "-group is missing", "-table is missing", "kinesis-leases -help"}},
+		{"unknown flag", append([]string{"-nope"}, full...), nil, exitUsage, []string{"flag provided but not defined: -nope", "Usage: kinesis-leases"}},
+		{"positional argument", append(full, "orders"), nil, exitUsage, []string{`unexpected argument "orders"`}},
+		{"bad stream name", []string{"-stream", "a b", "-group", "g", "-table", "leases", "-region", "r"}, nil, exitUsage,
+			[]string{`-stream "a b" is not a Kinesis stream name`}},
+		{"bad table name", []string{"-stream", "s", "-group", "g", "-table", "x", "-region", "r"}, nil, exitUsage,
+			[]string{`-table "x" is not a DynamoDB table name`}},
+		{"bad endpoint", append(full, "-endpoint-kinesis", "localhost:4567"), nil, exitUsage,
+			[]string{`-endpoint-kinesis "localhost:4567" is not an http:// or https:// URL`}},
+		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
+		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": ""}, exitUsage,
+			[]string{"-region is missing: pass -region or set AWS_REGION"}},
+		{"no credentials", full, map[string]string{"AWS_ACCESS_KEY_ID": ""}, exitUsage, []string{"no AWS credentials: set AWS_ACCESS_KEY_ID"}},
+		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("AWS_ACCESS_KEY_ID", "id")
+			t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			code, out, errOut := runCommand(t, tt.args)
+			if code != tt.code || out != "" {
+				t.Errorf("exit %d (want %d), stdout %q", code, tt.code, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,586 @@
+package kinesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Lease inspection answers what an operator asks first when a group lags or a shard seems
+// stuck: who holds each shard, where its checkpoint is, whether a handoff is waiting, and how
+// long the oldest record the group has not finished has been waiting. It only reads: it never
+// writes a lease, so it is safe to run against a live group at any time.
+
+// defaultInspectConcurrency is InspectConfig.Concurrency's default: enough to inspect a stream
+// of hundreds of shards in seconds, few enough not to crowd the account's control-plane calls.
+const defaultInspectConcurrency = 4
+
+// inspectAttempts is how many times one shard's measurement is tried when Kinesis throttles it
+// or fails transiently: its reads share the shard's 5 reads per second with the group itself.
+const inspectAttempts = 4
+
+// InspectConfig configures InspectLeases.
+type InspectConfig struct {
+	// Stream is the Kinesis stream whose leases to show. Required.
+	Stream string
+	// ConsumerGroup is the group, as in SubscriberConfig.ConsumerGroup. Required.
+	ConsumerGroup string
+	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
+	// Required. InspectLeases calls ListShards and, for each shard it measures,
+	// GetShardIterator and one GetRecords with Limit 1.
+	Client KinesisAPI
+	// LeaseStore holds the group's leases: the store its subscribers use (for a LeaseTable,
+	// lease.NewDynamoDBStore on that table). Required. Only List is called.
+	LeaseStore lease.Store
+	// SkipBehind leaves out the reads that measure how far behind each shard is (ShardLease's
+	// Pending, BehindMillis and so on stay zero, Measured false), for when the stream's read
+	// quota is too precious even for one read per shard. Default false.
+	SkipBehind bool
+	// Concurrency is how many shards are measured at once. Default 4. Must not be negative.
+	Concurrency int
+	// RequestTimeout bounds each call to Kinesis and the lease store. Default 10 s. Must not
+	// be negative.
+	RequestTimeout time.Duration
+	// Now is the clock that BehindMillis and GroupReport.InspectedAt are read from. Tests
+	// inject one. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *InspectConfig) setDefaults() {
+	setDefault(&c.Concurrency, defaultInspectConcurrency)
+	setDefault(&c.RequestTimeout, defaultRequestTimeout)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every problem of the config at once (errors.Join), each naming its field.
+// Zero values that have a default are valid.
+func (c InspectConfig) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kinesis: InspectConfig."+format, args...))
+	}
+	if err := validateStreamName(c.Stream); err != nil {
+		add("Stream: %w", err)
+	}
+	switch {
+	case c.ConsumerGroup == "":
+		add("ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.ConsumerGroup of its subscribers)")
+	case !utf8.ValidString(c.ConsumerGroup):
+		add("ConsumerGroup %q is not valid UTF-8, so no lease table can hold leases of it", c.ConsumerGroup)
+	}
+	if isNil(c.Client) {
+		add("Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log")
+	}
+	if isNil(c.LeaseStore) {
+		add("LeaseStore is nil; pass the group's store (lease.NewDynamoDBStore on its lease table, or its lease.MemoryStore)")
+	}
+	if c.Concurrency < 0 {
+		add("Concurrency is %d; it must not be negative", c.Concurrency)
+	}
+	if c.RequestTimeout < 0 {
+		add("RequestTimeout is %s; it must not be negative", c.RequestTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// ShardState is whether Kinesis still lists a shard, and whether it takes new records.
+type ShardState string
+
+const (
+	// ShardOpen is a shard that takes new records (ListShards gives it no
+	// EndingSequenceNumber).
+	ShardOpen ShardState = "open"
+	// ShardClosed is a parent of a split or merge: it has an EndingSequenceNumber and takes
+	// no new records, but its records can still be read.
+	ShardClosed ShardState = "closed"
+	// ShardGone is a shard that has a lease but that ListShards no longer lists: it aged out
+	// of the stream's retention period, or the stream was deleted and created again.
+	ShardGone ShardState = "gone"
+)
+
+// GroupReport is what InspectLeases found: one entry per shard, sorted by shard id. Encode it
+// with encoding/json (or WriteJSON) for machines, or WriteTable for people.
+type GroupReport struct {
+	// Stream and ConsumerGroup are those of the InspectConfig.
+	Stream        string `json:"stream"`
+	ConsumerGroup string `json:"consumer_group"`
+	// InspectedAt is when the shards were measured (InspectConfig.Now, in UTC).
+	InspectedAt time.Time `json:"inspected_at"`
+	// Shards has every shard ListShards lists (with or without a lease) and every leased
+	// shard it no longer lists (ShardGone), sorted by shard id.
+	Shards []ShardLease `json:"shards"`
+}
+
+// ShardLease is one shard of a GroupReport: what Kinesis says of it, its lease, and how far the
+// group is behind on it.
+//
+// "Behind" is measured by reading from where the group would go on: GetShardIterator
+// AFTER_SEQUENCE_NUMBER at the checkpoint (AT_SEQUENCE_NUMBER inside a KPL aggregate,
+// TRIM_HORIZON with no checkpoint, which is the group's default InitialPosition) and one
+// GetRecords with Limit 1. The record it returns, if any, is the oldest the group has not
+// finished; BehindMillis is how long it has been in the stream. A shard at SHARD_END is
+// finished and not read.
+type ShardLease struct {
+	// ShardID is the shard, e.g. "shardId-000000000003".
+	ShardID string `json:"shard_id"`
+	// State is open, closed or gone: what ListShards says of the shard.
+	State ShardState `json:"state"`
+	// EndingSequenceNumber is the last sequence number of a closed shard, "" otherwise.
+	EndingSequenceNumber string `json:"ending_sequence_number,omitempty"`
+
+	// HasLease is false for a shard the group has no lease for yet: a new shard no coordinator
+	// has listed since, or, for a whole group without leases, a group that never ran (or a
+	// misspelt group name). The lease fields below are then zero.
+	HasLease bool `json:"has_lease"`
+	// Owner is the worker holding the lease; "" means free.
+	Owner string `json:"owner"`
+	// Generation changes whenever the owner changes (take, release, handoff).
+	Generation int64 `json:"generation"`
+	// Counter moves on every lease write; an owner that renews keeps it moving, so two
+	// reports a lease duration apart with the same counter show an owner that is gone.
+	Counter int64 `json:"counter"`
+	// Checkpoint is the sequence number of the last record the group finished, "SHARD_END",
+	// or "" when it has finished none.
+	Checkpoint string `json:"checkpoint"`
+	// Parents are the shard ids this shard was split or merged from: the lease's, or, without
+	// a lease, those ListShards gives. Never null in JSON.
+	Parents []string `json:"parents"`
+	// PendingOwner is a worker that asked for the lease to be handed over to it; "" if none.
+	PendingOwner string `json:"pending_owner"`
+
+	// Finished is set when the checkpoint is SHARD_END: every record of the shard is done.
+	Finished bool `json:"finished"`
+	// Measured is set when the fields below hold an answer: the shard was read, or it is
+	// finished. It is false for a shard that is gone, with SkipBehind, and when the read
+	// failed (Error).
+	Measured bool `json:"measured"`
+	// Pending is set when at least one record after the checkpoint is waiting for the group.
+	Pending bool `json:"pending"`
+	// NextSequenceNumber and NextArrival are the oldest waiting record's sequence number and
+	// ApproximateArrivalTimestamp (UTC).
+	NextSequenceNumber string     `json:"next_sequence_number,omitempty"`
+	NextArrival        *time.Time `json:"next_arrival,omitempty"`
+	// BehindMillis is how long the oldest waiting record has been in the stream: InspectedAt
+	// minus NextArrival, in milliseconds (at least 0; the arrival time is Kinesis's clock,
+	// InspectedAt this machine's). When the read returned no record but Kinesis says more
+	// are there (MillisBehindLatest > 0, which AWS does past a gap in a shard), it is
+	// MillisBehindLatest. 0 when nothing is waiting.
+	BehindMillis int64 `json:"behind_millis"`
+	// MillisBehindLatest is Kinesis's own answer to the read: how far the read's end is from
+	// the tip of the shard. With Limit 1 that is past the oldest waiting record, so it can be
+	// 0 with one record waiting. (kinesalite always answers 0.)
+	MillisBehindLatest int64 `json:"millis_behind_latest"`
+	// CheckpointExpired is set when Kinesis refused the checkpoint as a starting point: its
+	// records aged out of retention, or the stream was created again. The group resumes at
+	// TRIM_HORIZON then, and the shard was measured from there.
+	CheckpointExpired bool `json:"checkpoint_expired,omitempty"`
+	// Error says why the shard could not be measured; "" if it was (or was not tried).
+	Error string `json:"error,omitempty"`
+
+	err error // Error as an error, for GroupReport.Err
+}
+
+// InspectLeases reports the consumer group's leases on the stream, shard by shard, with how far
+// the group is behind on each. It lists the shards and the leases, then measures each shard
+// (see ShardLease), Concurrency at a time.
+//
+// It fails when the config is invalid, when the stream or the leases cannot be listed
+// (ErrStreamNotFound for a missing stream), or when ctx ends. A shard that cannot be measured
+// does not fail the report: its Error says why, and GroupReport.Err joins those errors.
+func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return GroupReport{}, fmt.Errorf("kinesis: invalid InspectConfig: %w", err)
+	}
+	shards, err := inspectListShards(ctx, cfg)
+	if err != nil {
+		return GroupReport{}, err
+	}
+	leases, err := inspectListLeases(ctx, cfg)
+	if err != nil {
+		return GroupReport{}, err
+	}
+	r := GroupReport{
+		Stream:        cfg.Stream,
+		ConsumerGroup: cfg.ConsumerGroup,
+		InspectedAt:   cfg.Now().UTC(),
+		Shards:        joinShardsAndLeases(shards, leases),
+	}
+	measureShards(ctx, cfg, r.Shards, r.InspectedAt)
+	if err := ctx.Err(); err != nil {
+		return GroupReport{}, fmt.Errorf("kinesis: inspecting group %q on stream %q: %w", cfg.ConsumerGroup, cfg.Stream, err)
+	}
+	return r, nil
+}
+
+// Err joins the errors of the shards that could not be measured, each naming its shard; nil
+// when every shard was.
+func (r GroupReport) Err() error {
+	var errs []error
+	for _, s := range r.Shards {
+		switch {
+		case s.err != nil:
+			errs = append(errs, s.err)
+		case s.Error != "": // a report decoded from JSON has only the text
+			errs = append(errs, fmt.Errorf("kinesis: measuring shard %q of stream %q: %s", s.ShardID, r.Stream, s.Error))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// inspectListShards returns every shard ListShards lists, following NextToken.
+func inspectListShards(ctx context.Context, cfg InspectConfig) ([]types.Shard, error) {
+	var shards []types.Shard
+	in := &awskinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)}
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+		out, err := cfg.Client.ListShards(callCtx, in)
+		cancel()
+		if err != nil {
+			if classify(ctx, err) == classNotFound {
+				return nil, fmt.Errorf("%w: %q: %w", ErrStreamNotFound, cfg.Stream, err)
+			}
+			return nil, fmt.Errorf("kinesis: listing the shards of stream %q: %w", cfg.Stream, err)
+		}
+		shards = append(shards, out.Shards...)
+		if aws.ToString(out.NextToken) == "" {
+			return shards, nil
+		}
+		// A request with a NextToken must not name the stream.
+		in = &awskinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+func inspectListLeases(ctx context.Context, cfg InspectConfig) ([]lease.Lease, error) {
+	callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	leases, err := cfg.LeaseStore.List(callCtx, cfg.ConsumerGroup, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", cfg.ConsumerGroup, cfg.Stream, err)
+	}
+	return leases, nil
+}
+
+// joinShardsAndLeases makes one entry per shard id found in either list, sorted by shard id
+// (Kinesis pads shard ids to a fixed width, so that is also their numeric order).
+func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLease {
+	byID := map[string]*ShardLease{}
+	entry := func(id string) *ShardLease {
+		if s, ok := byID[id]; ok {
+			return s
+		}
+		s := &ShardLease{ShardID: id, State: ShardGone, Parents: []string{}}
+		byID[id] = s
+		return s
+	}
+	for _, sh := range shards {
+		id := aws.ToString(sh.ShardId)
+		if id == "" {
+			continue
+		}
+		s := entry(id)
+		s.State = ShardOpen
+		if sh.SequenceNumberRange != nil && aws.ToString(sh.SequenceNumberRange.EndingSequenceNumber) != "" {
+			s.State = ShardClosed
+			s.EndingSequenceNumber = *sh.SequenceNumberRange.EndingSequenceNumber
+		}
+		for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
+			if aws.ToString(p) != "" {
+				s.Parents = append(s.Parents, *p)
+			}
+		}
+	}
+	for _, l := range leases {
+		s := entry(l.ShardID)
+		s.HasLease = true
+		s.Owner, s.Generation, s.Counter = l.Owner, l.Generation, l.Counter
+		s.Checkpoint, s.PendingOwner = l.Checkpoint, l.PendingOwner
+		s.Finished = l.Checkpoint == lease.ShardEnd
+		if len(l.Parents) > 0 { // what the coordinator acts on
+			s.Parents = append([]string{}, l.Parents...)
+		}
+	}
+	out := make([]ShardLease, 0, len(byID))
+	for _, s := range byID {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b ShardLease) int { return strings.Compare(a.ShardID, b.ShardID) })
+	return out
+}
+
+// measureShards fills in how far behind each shard is, cfg.Concurrency shards at a time. Each
+// goroutine writes only its own entry.
+func measureShards(ctx context.Context, cfg InspectConfig, shards []ShardLease, now time.Time) {
+	sem := make(chan struct{}, cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range shards {
+		s := &shards[i]
+		if s.Finished {
+			s.Measured = true // nothing after SHARD_END: known without a read
+			continue
+		}
+		if s.State == ShardGone || cfg.SkipBehind {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := measureShard(ctx, cfg, s, now); err != nil {
+				s.err = fmt.Errorf("kinesis: measuring shard %q of stream %q: %w", s.ShardID, cfg.Stream, err)
+				s.Error = s.err.Error()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// measureShard reads once from where the group would go on, trying again when Kinesis
+// throttles (the group's own reads share the shard's quota) or fails transiently.
+func measureShard(ctx context.Context, cfg InspectConfig, s *ShardLease, now time.Time) error {
+	for attempt := 0; ; attempt++ {
+		out, expired, err := readAfterCheckpoint(ctx, cfg, s.ShardID, s.Checkpoint)
+		if err == nil {
+			s.CheckpointExpired = expired
+			fillBehind(s, out, now)
+			return nil
+		}
+		switch classify(ctx, err) {
+		case classThrottled, classTransient, classExpiredIterator:
+			if attempt+1 < inspectAttempts {
+				if serr := sleepCtx(ctx, backoff(attempt, 100*time.Millisecond, 2*time.Second)); serr != nil {
+					return fmt.Errorf("%w (while retrying after: %w)", serr, err)
+				}
+				continue
+			}
+		}
+		return err
+	}
+}
+
+// readAfterCheckpoint gets an iterator where a reader of the group would start and reads one
+// record. expired reports that Kinesis refused the checkpoint, so the read started at
+// TRIM_HORIZON, as the group's reader does then.
+func readAfterCheckpoint(ctx context.Context, cfg InspectConfig, shardID, checkpoint string) (out *awskinesis.GetRecordsOutput, expired bool, err error) {
+	it, err := inspectIterator(ctx, cfg, shardID, checkpoint)
+	var invalid *types.InvalidArgumentException
+	if err != nil && checkpoint != "" && errors.As(err, &invalid) {
+		expired = true
+		it, err = inspectIterator(ctx, cfg, shardID, "")
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("getting a shard iterator: %w", err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	out, err = cfg.Client.GetRecords(callCtx, &awskinesis.GetRecordsInput{ShardIterator: &it, Limit: aws.Int32(1)})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading one record: %w", err)
+	}
+	return out, expired, nil
+}
+
+func inspectIterator(ctx context.Context, cfg InspectConfig, shardID, checkpoint string) (string, error) {
+	in := &awskinesis.GetShardIteratorInput{StreamName: aws.String(cfg.Stream), ShardId: aws.String(shardID)}
+	seq, _, inside := parsePosition(checkpoint)
+	switch {
+	case checkpoint == "":
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	case inside:
+		// Part of a KPL aggregate is done: the aggregate itself is still waiting.
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	default:
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	out, err := cfg.Client.GetShardIterator(callCtx, in)
+	if err != nil {
+		return "", err
+	}
+	if aws.ToString(out.ShardIterator) == "" {
+		return "", errors.New("GetShardIterator returned no iterator")
+	}
+	return *out.ShardIterator, nil
+}
+
+// fillBehind records what one read after the checkpoint says about the shard.
+func fillBehind(s *ShardLease, out *awskinesis.GetRecordsOutput, now time.Time) {
+	s.Measured = true
+	s.MillisBehindLatest = aws.ToInt64(out.MillisBehindLatest)
+	if len(out.Records) == 0 {
+		// AWS can answer an empty page from a position with records further on; its
+		// MillisBehindLatest then still says they are there.
+		s.Pending = s.MillisBehindLatest > 0
+		s.BehindMillis = s.MillisBehindLatest
+		return
+	}
+	rec := out.Records[0]
+	s.Pending = true
+	s.NextSequenceNumber = aws.ToString(rec.SequenceNumber)
+	if rec.ApproximateArrivalTimestamp != nil {
+		at := rec.ApproximateArrivalTimestamp.UTC()
+		s.NextArrival = &at
+		s.BehindMillis = max(0, now.Sub(at).Milliseconds())
+	}
+}
+
+// WriteJSON writes the report as indented JSON, as encoding/json encodes it.
+func (r GroupReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report as an aligned table, one line per shard, then a summary line
+// and, for each shard that could not be measured, a line saying why.
+//
+// OWNER is "(free)" for a lease nobody holds and "(no lease yet)" for a shard without one;
+// "-" is an empty cell. BEHIND is "finished" at SHARD_END, "caught up" when nothing waits,
+// else BehindMillis as a duration ("-" when not measured).
+func (r GroupReport) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSTATE\tOWNER\tGEN\tCHECKPOINT\tPARENTS\tPENDING-OWNER\tBEHIND")
+	for _, s := range r.Shards {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ShardID, s.State, ownerCell(s), genCell(s),
+			orDash(s.Checkpoint), orDash(strings.Join(s.Parents, ",")), orDash(s.PendingOwner), behindCell(s))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("kinesis: writing the lease table of group %q on stream %q: %w", r.ConsumerGroup, r.Stream, err)
+	}
+	var b strings.Builder
+	b.WriteString(r.summary())
+	for _, s := range r.Shards {
+		if s.Error != "" {
+			fmt.Fprintf(&b, "%s: %s\n", s.ShardID, s.Error)
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("kinesis: writing the lease table of group %q on stream %q: %w", r.ConsumerGroup, r.Stream, err)
+	}
+	return nil
+}
+
+// summary is the table's last line: the counts an operator scans for, then the live leases
+// per owner (a lopsided spread shows a fair-share problem at a glance).
+func (r GroupReport) summary() string {
+	var open, closed, gone, leases, free, unleased, handoffs, behind int
+	owners := map[string]int{}
+	for _, s := range r.Shards {
+		switch s.State {
+		case ShardOpen:
+			open++
+		case ShardClosed:
+			closed++
+		case ShardGone:
+			gone++
+		}
+		switch {
+		case !s.HasLease:
+			unleased++
+		case s.Owner == "":
+			leases++
+			free++
+		default:
+			leases++
+			owners[s.Owner]++
+		}
+		if s.PendingOwner != "" {
+			handoffs++
+		}
+		if s.Pending {
+			behind++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%d open, %d closed, %d gone); %s (%d free); %s without a lease; %s pending; %s behind",
+		plural(len(r.Shards), "shard"), open, closed, gone, plural(leases, "lease"), free,
+		plural(unleased, "shard"), plural(handoffs, "handoff"), plural(behind, "shard"))
+	if len(owners) > 0 {
+		b.WriteString("; owners:")
+		names := make([]string, 0, len(owners))
+		for o := range owners {
+			names = append(names, o)
+		}
+		slices.Sort(names)
+		for _, o := range names {
+			fmt.Fprintf(&b, " %s=%d", o, owners[o])
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+func ownerCell(s ShardLease) string {
+	switch {
+	case !s.HasLease:
+		return "(no lease yet)"
+	case s.Owner == "":
+		return "(free)"
+	}
+	return s.Owner
+}
+
+func genCell(s ShardLease) string {
+	if !s.HasLease {
+		return "-"
+	}
+	return strconv.FormatInt(s.Generation, 10)
+}
+
+func behindCell(s ShardLease) string {
+	var cell string
+	switch {
+	case s.Error != "":
+		return "error (below)"
+	case s.Finished:
+		return "finished"
+	case !s.Measured:
+		return "-"
+	case !s.Pending:
+		cell = "caught up"
+	default:
+		cell = (time.Duration(s.BehindMillis) * time.Millisecond).String()
+	}
+	if s.CheckpointExpired {
+		cell += " (checkpoint expired)"
+	}
+	return cell
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

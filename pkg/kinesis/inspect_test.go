@@ -1,0 +1,578 @@
+package kinesis_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Hash keys that route to the shards of a 2-shard memlog stream, and to the children of shard 1
+// once it is split at inspectSplitKey.
+const (
+	inspectKeyShard0 = "0"
+	inspectKeyShard1 = "170141183460469231731687303715884105728" // 2^127: shard 1, then shard 2
+	inspectSplitKey  = "255211775190703847597530955573826158592" // 2^127 + 2^126
+	inspectKeyShard3 = "340282366920938463463374607431768211455" // 2^128 - 1
+)
+
+var inspectT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// inspectClock is the one clock of memlog (arrival times) and of InspectLeases (BehindMillis),
+// moved by the test.
+type inspectClock struct{ ms atomic.Int64 }
+
+func (c *inspectClock) now() time.Time     { return time.UnixMilli(c.ms.Load()).UTC() }
+func (c *inspectClock) at(d time.Duration) { c.ms.Store(inspectT0.Add(d).UnixMilli()) }
+
+// inspectFixture is a scripted group "billing" on stream "orders":
+//
+//	shard 0  open    worker-a, gen 1, checkpoint r0a of r0a r0b r0c (two waiting)
+//	shard 1  closed  split into 2 and 3; SHARD_END, released (gen 2)
+//	shard 2  open    child of 1; worker-b, checkpoint its only record r2a, handoff to worker-a asked
+//	shard 3  open    child of 1; one record r3a, no lease yet
+//	shard 9  gone    a lease for a shard the stream does not have (aged out), worker-c
+type inspectFixture struct {
+	log                               *memlog.Log
+	store                             *lease.MemoryStore
+	clock                             *inspectClock
+	r0a, r0b, r0c, r1a, r1b, r2a, r3a string
+}
+
+func newInspectFixture(t *testing.T) *inspectFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &inspectFixture{clock: &inspectClock{}, store: lease.NewMemoryStore()}
+	f.clock.at(0)
+	f.log = memlog.New(memlog.Config{Now: f.clock.now})
+	if _, err := f.log.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(at time.Duration, hashKey string) string {
+		t.Helper()
+		f.clock.at(at)
+		out, err := f.log.PutRecord(ctx, &awskinesis.PutRecordInput{
+			StreamName: aws.String("orders"), PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(hashKey), Data: []byte("x"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *out.SequenceNumber
+	}
+	f.r0a, f.r0b, f.r0c = put(0, inspectKeyShard0), put(time.Second, inspectKeyShard0), put(2*time.Second, inspectKeyShard0)
+	f.r1a, f.r1b = put(2*time.Second, inspectKeyShard1), put(2*time.Second, inspectKeyShard1)
+	if _, err := f.log.SplitShard(ctx, &awskinesis.SplitShardInput{
+		StreamName: aws.String("orders"), ShardToSplit: aws.String(shardID(1)), NewStartingHashKey: aws.String(inspectSplitKey),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.r2a, f.r3a = put(3*time.Second, inspectKeyShard1), put(4*time.Second, inspectKeyShard3)
+
+	f.lease(t, shardID(0), nil, "worker-a", f.r0a, "")
+	f.lease(t, shardID(1), nil, "worker-b", lease.ShardEnd, "")
+	l1 := f.get(t, shardID(1))
+	if _, err := f.store.Release(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	f.lease(t, shardID(2), []string{shardID(1)}, "worker-b", f.r2a, "worker-a")
+	f.lease(t, shardID(9), nil, "worker-c", "", "")
+	f.clock.at(10 * time.Second)
+	return f
+}
+
+func shardID(i int) string { return "shardId-00000000000" + string(rune('0'+i)) }
+
+// lease creates a lease, lets owner take it, checkpoints it and asks for a handoff, as a group
+// does.
+func (f *inspectFixture) lease(t *testing.T, shard string, parents []string, owner, checkpoint, taker string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := f.store.Create(ctx, lease.Lease{Group: "billing", Stream: "orders", ShardID: shard, Parents: parents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = f.store.Take(ctx, l, owner); err != nil {
+		t.Fatal(err)
+	}
+	if checkpoint != "" {
+		if l, err = f.store.Checkpoint(ctx, l, checkpoint); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if taker != "" {
+		if _, err = f.store.RequestHandoff(ctx, l, taker); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *inspectFixture) get(t *testing.T, shard string) lease.Lease {
+	t.Helper()
+	leases, err := f.store.List(context.Background(), "billing", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		if l.ShardID == shard {
+			return l
+		}
+	}
+	t.Fatalf("no lease for %s", shard)
+	return lease.Lease{}
+}
+
+func (f *inspectFixture) config() kinesis.InspectConfig {
+	return kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: f.log, LeaseStore: f.store, Now: f.clock.now}
+}
+
+func timeAt(d time.Duration) *time.Time { t := inspectT0.Add(d); return &t }
+
+// expectedShards is the report of the fixture at T0+10s.
+func (f *inspectFixture) expectedShards() []kinesis.ShardLease {
+	return []kinesis.ShardLease{
+		{
+			ShardID: shardID(0), State: kinesis.ShardOpen, HasLease: true, Owner: "worker-a", Generation: 1, Counter: 3,
+			Checkpoint: f.r0a, Parents: []string{}, Measured: true, Pending: true,
+			NextSequenceNumber: f.r0b, NextArrival: timeAt(time.Second),
+			BehindMillis:       9000, // r0b arrived at T0+1s
+			MillisBehindLatest: 8000, // memlog: r0c, the oldest record the read did not return, arrived at T0+2s
+		},
+		{
+			ShardID: shardID(1), State: kinesis.ShardClosed, EndingSequenceNumber: f.r1b, HasLease: true,
+			Generation: 2, Counter: 4, Checkpoint: lease.ShardEnd, Parents: []string{}, Finished: true, Measured: true,
+		},
+		{
+			ShardID: shardID(2), State: kinesis.ShardOpen, HasLease: true, Owner: "worker-b", Generation: 1, Counter: 4,
+			Checkpoint: f.r2a, Parents: []string{shardID(1)}, PendingOwner: "worker-a", Measured: true,
+		},
+		{
+			ShardID: shardID(3), State: kinesis.ShardOpen, Parents: []string{shardID(1)}, Measured: true, Pending: true,
+			NextSequenceNumber: f.r3a, NextArrival: timeAt(4 * time.Second), BehindMillis: 6000,
+		},
+		{
+			ShardID: shardID(9), State: kinesis.ShardGone, HasLease: true, Owner: "worker-c", Generation: 1, Counter: 2,
+			Parents: []string{},
+		},
+	}
+}
+
+func TestInspectLeases_ReportsEveryShard(t *testing.T) {
+	f := newInspectFixture(t)
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stream != "orders" || r.ConsumerGroup != "billing" || !r.InspectedAt.Equal(inspectT0.Add(10*time.Second)) {
+		t.Errorf("report header = %q %q %v, want orders billing %v", r.Stream, r.ConsumerGroup, r.InspectedAt, inspectT0.Add(10*time.Second))
+	}
+	assertShards(t, r.Shards, f.expectedShards())
+	if err := r.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
+}
+
+func assertShards(t *testing.T, got, want []kinesis.ShardLease) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d shards, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("shard %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// tableCells cuts each line of a table at the columns of its header, so a cell that is not
+// aligned under its header shows up as a wrong value.
+func tableCells(t *testing.T, lines []string) [][]string {
+	t.Helper()
+	header := lines[0]
+	var starts []int
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	var rows [][]string
+	for _, line := range lines {
+		var row []string
+		for c, start := range starts {
+			end := len(line)
+			if c+1 < len(starts) {
+				end = min(starts[c+1], len(line))
+				if end > 0 && end < len(line) && line[end-1] != ' ' {
+					t.Errorf("line %q: column %d runs into column %d", line, c, c+1)
+				}
+			}
+			if start > len(line) {
+				row = append(row, "")
+				continue
+			}
+			row = append(row, strings.TrimSpace(line[start:end]))
+		}
+		if strings.TrimRight(line, " ") != line {
+			t.Errorf("line %q ends in spaces", line)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func TestInspectLeases_Table(t *testing.T) {
+	f := newInspectFixture(t)
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("table:\n%s", out.String())
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("table has %d lines, want 7 (header, 5 shards, summary):\n%s", len(lines), out.String())
+	}
+	got := tableCells(t, lines[:6])
+	want := [][]string{
+		{"SHARD", "STATE", "OWNER", "GEN", "CHECKPOINT", "PARENTS", "PENDING-OWNER", "BEHIND"},
+		{shardID(0), "open", "worker-a", "1", f.r0a, "-", "-", "9s"},
+		{shardID(1), "closed", "(free)", "2", "SHARD_END", "-", "-", "finished"},
+		{shardID(2), "open", "worker-b", "1", f.r2a, shardID(1), "worker-a", "caught up"},
+		{shardID(3), "open", "(no lease yet)", "-", "-", shardID(1), "-", "6s"},
+		{shardID(9), "gone", "worker-c", "1", "-", "-", "-", "-"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("table cells:\n got %q\nwant %q\ntable:\n%s", got, want, out.String())
+	}
+	wantSummary := "5 shards (3 open, 1 closed, 1 gone); 4 leases (1 free); 1 shard without a lease; 1 handoff pending; 2 shards behind; owners: worker-a=1 worker-b=1 worker-c=1"
+	if lines[6] != wantSummary {
+		t.Errorf("summary\n got %q\nwant %q", lines[6], wantSummary)
+	}
+}
+
+func TestInspectLeases_JSON(t *testing.T) {
+	f := newInspectFixture(t)
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	// The field names are an interface scripts use (jq): check them as text.
+	var raw struct {
+		Stream        string           `json:"stream"`
+		ConsumerGroup string           `json:"consumer_group"`
+		InspectedAt   string           `json:"inspected_at"`
+		Shards        []map[string]any `json:"shards"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	if raw.Stream != "orders" || raw.ConsumerGroup != "billing" || raw.InspectedAt != "2026-01-02T03:04:15Z" {
+		t.Errorf("header = %q %q %q", raw.Stream, raw.ConsumerGroup, raw.InspectedAt)
+	}
+	wantShard0 := map[string]any{
+		"shard_id": shardID(0), "state": "open", "has_lease": true, "owner": "worker-a", "generation": 1.0, "counter": 3.0,
+		"checkpoint": f.r0a, "parents": []any{}, "pending_owner": "", "finished": false, "measured": true, "pending": true,
+		"next_sequence_number": f.r0b, "next_arrival": "2026-01-02T03:04:06Z", "behind_millis": 9000.0, "millis_behind_latest": 8000.0,
+	}
+	if !reflect.DeepEqual(raw.Shards[0], wantShard0) {
+		t.Errorf("shard 0 JSON\n got %v\nwant %v", raw.Shards[0], wantShard0)
+	}
+	if got := raw.Shards[1]["ending_sequence_number"]; got != f.r1b {
+		t.Errorf("shard 1 ending_sequence_number = %v, want %s", got, f.r1b)
+	}
+	if _, ok := raw.Shards[2]["next_arrival"]; ok {
+		t.Errorf("shard 2 has next_arrival with nothing waiting: %v", raw.Shards[2])
+	}
+	// And the whole report survives a round trip.
+	var back kinesis.GroupReport
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.InspectedAt.Equal(r.InspectedAt) {
+		t.Errorf("InspectedAt after round trip = %v, want %v", back.InspectedAt, r.InspectedAt)
+	}
+	assertShards(t, back.Shards, f.expectedShards())
+}
+
+func TestInspectLeases_ExpiredCheckpoint(t *testing.T) {
+	f := newInspectFixture(t)
+	// Retention drops r0a and r0b; the group checkpointed r0a, so its reader resumes at
+	// TRIM_HORIZON (r0c), and so does the measurement.
+	if _, err := f.log.ExpireRecords("orders", inspectT0.Add(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Shards[0]
+	if !s.CheckpointExpired || !s.Pending || s.NextSequenceNumber != f.r0c || s.BehindMillis != 8000 || s.Error != "" {
+		t.Errorf("shard 0 = %+v, want checkpoint expired, r0c next, 8000 ms behind", s)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "8s (checkpoint expired)") {
+		t.Errorf("table does not show the expired checkpoint:\n%s", out.String())
+	}
+}
+
+func TestInspectLeases_ThrottledReadIsRetried(t *testing.T) {
+	f := newInspectFixture(t)
+	var throttled atomic.Int32
+	f.log.SetFault(func(_ context.Context, c memlog.Call) error {
+		if c.Op == "GetRecords" && c.ShardID == shardID(0) && throttled.Add(1) <= 2 {
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+		}
+		return nil
+	})
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertShards(t, r.Shards, f.expectedShards())
+	if n := throttled.Load(); n != 3 {
+		t.Errorf("shard 0 read %d times, want 3 (two throttled)", n)
+	}
+}
+
+func TestInspectLeases_FailedShardIsReportedNotFatal(t *testing.T) {
+	f := newInspectFixture(t)
+	f.log.SetFault(func(_ context.Context, c memlog.Call) error {
+		if c.Op == "GetShardIterator" && c.ShardID == shardID(3) {
+			return &types.KMSAccessDeniedException{Message: aws.String("no key for you")}
+		}
+		return nil
+	})
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := f.expectedShards()
+	want[3] = kinesis.ShardLease{ShardID: shardID(3), State: kinesis.ShardOpen, Parents: []string{shardID(1)}}
+	wantErr := `kinesis: measuring shard "shardId-000000000003" of stream "orders": getting a shard iterator: KMSAccessDeniedException: no key for you`
+	got := r.Shards
+	if got[3].Error != wantErr {
+		t.Errorf("shard 3 Error = %q, want %q", got[3].Error, wantErr)
+	}
+	want[3].Error = got[3].Error
+	// Compare through JSON: the entry also keeps the error itself, for Err.
+	if a, b := mustJSON(t, got), mustJSON(t, want); a != b {
+		t.Errorf("shards\n got %s\nwant %s", a, b)
+	}
+	var denied *types.KMSAccessDeniedException
+	if err := r.Err(); !errors.As(err, &denied) || err.Error() != wantErr {
+		t.Errorf("Err() = %v, want the shard's error", err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "error (below)") || !strings.HasSuffix(out.String(), "\n"+shardID(3)+": "+wantErr+"\n") {
+		t.Errorf("table does not report the failure:\n%s", out.String())
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestInspectLeases_SkipBehindReadsNothing(t *testing.T) {
+	f := newInspectFixture(t)
+	var mu sync.Mutex
+	var reads []string
+	f.log.SetFault(func(_ context.Context, c memlog.Call) error {
+		if c.Op == "GetRecords" || c.Op == "GetShardIterator" {
+			mu.Lock()
+			reads = append(reads, c.Op+" "+c.ShardID)
+			mu.Unlock()
+		}
+		return nil
+	})
+	cfg := f.config()
+	cfg.SkipBehind = true
+	r, err := kinesis.InspectLeases(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reads) != 0 {
+		t.Errorf("SkipBehind still read: %v", reads)
+	}
+	for i, s := range f.expectedShards() {
+		if !s.Finished { // a finished shard is known to be done without a read
+			s.Measured, s.Pending, s.NextSequenceNumber, s.NextArrival, s.BehindMillis, s.MillisBehindLatest = false, false, "", nil, 0, 0
+		}
+		if !reflect.DeepEqual(r.Shards[i], s) {
+			t.Errorf("shard %d:\n got %+v\nwant %+v", i, r.Shards[i], s)
+		}
+	}
+}
+
+func TestInspectLeases_GroupWithoutLeases(t *testing.T) {
+	f := newInspectFixture(t)
+	cfg := f.config()
+	cfg.ConsumerGroup = "nobody"
+	r, err := kinesis.InspectLeases(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range r.Shards {
+		ids = append(ids, s.ShardID)
+		if s.HasLease || s.Owner != "" || s.Checkpoint != "" {
+			t.Errorf("shard %s of a group without leases = %+v", s.ShardID, s)
+		}
+	}
+	if want := []string{shardID(0), shardID(1), shardID(2), shardID(3)}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("shards = %v, want %v", ids, want)
+	}
+	// With no checkpoint the group would start at TRIM_HORIZON: shard 0 waits since r0a.
+	if s := r.Shards[0]; s.NextSequenceNumber != f.r0a || s.BehindMillis != 10000 {
+		t.Errorf("shard 0 = %+v, want r0a next, 10000 ms behind", s)
+	}
+}
+
+func TestInspectLeases_Errors(t *testing.T) {
+	f := newInspectFixture(t)
+	cfg := f.config()
+	cfg.Stream = "no-such-stream"
+	if _, err := kinesis.InspectLeases(context.Background(), cfg); !errors.Is(err, kinesis.ErrStreamNotFound) || !strings.Contains(err.Error(), `"no-such-stream"`) {
+		t.Errorf("missing stream: err = %v, want ErrStreamNotFound naming the stream", err)
+	}
+
+	storeErr := errors.New("table on fire")
+	f.store.SetFault(func(context.Context, string, lease.Key) error { return storeErr })
+	_, err := kinesis.InspectLeases(context.Background(), f.config())
+	if !errors.Is(err, storeErr) || !strings.Contains(err.Error(), `group "billing" on stream "orders"`) {
+		t.Errorf("failing store: err = %v, want it wrapped, naming group and stream", err)
+	}
+	f.store.SetFault(nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := kinesis.InspectLeases(ctx, f.config()); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err = %v, want context.Canceled", err)
+	}
+}
+
+func TestInspectConfig_Validate(t *testing.T) {
+	log, store := memlog.New(memlog.Config{}), lease.NewMemoryStore()
+	ok := kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: log, LeaseStore: store}
+	var nilLog *memlog.Log
+	tests := []struct {
+		name   string
+		change func(*kinesis.InspectConfig)
+		want   []string // every line of the joined error; nil for valid
+	}{
+		{"valid", func(*kinesis.InspectConfig) {}, nil},
+		{"everything missing", func(c *kinesis.InspectConfig) { *c = kinesis.InspectConfig{} }, []string{
+			"kinesis: InspectConfig.Stream: kinesis: invalid stream name: the stream name (the topic) is empty",
+			"kinesis: InspectConfig.ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.ConsumerGroup of its subscribers)",
+			"kinesis: InspectConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log",
+			"kinesis: InspectConfig.LeaseStore is nil; pass the group's store (lease.NewDynamoDBStore on its lease table, or its lease.MemoryStore)",
+		}},
+		{"bad stream name", func(c *kinesis.InspectConfig) { c.Stream = "a b" }, []string{
+			`kinesis: InspectConfig.Stream: kinesis: invalid stream name: "a b" has ' ' at byte 1; Kinesis allows only letters, digits, '_', '.' and '-'`,
+		}},
+		{"typed nil client", func(c *kinesis.InspectConfig) { c.Client = nilLog }, []string{
+			"kinesis: InspectConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log",
+		}},
+		{"bad group", func(c *kinesis.InspectConfig) { c.ConsumerGroup = "\xff" }, []string{
+			`kinesis: InspectConfig.ConsumerGroup "\xff" is not valid UTF-8, so no lease table can hold leases of it`,
+		}},
+		{"negative numbers", func(c *kinesis.InspectConfig) { c.Concurrency, c.RequestTimeout = -1, -time.Second }, []string{
+			"kinesis: InspectConfig.Concurrency is -1; it must not be negative",
+			"kinesis: InspectConfig.RequestTimeout is -1s; it must not be negative",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.change(&c)
+			err := c.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Validate():\n got %q\nwant %q", got, tt.want)
+			}
+			if _, ierr := kinesis.InspectLeases(context.Background(), c); ierr == nil || !strings.Contains(ierr.Error(), tt.want[0]) {
+				t.Errorf("InspectLeases() = %v, want the config's problems", ierr)
+			}
+		})
+	}
+}
+
+func TestInspectReport_BehindCells(t *testing.T) {
+	tests := []struct {
+		name string
+		s    kinesis.ShardLease
+		want string
+	}{
+		{"finished", kinesis.ShardLease{Finished: true, Measured: true}, "finished"},
+		{"not measured", kinesis.ShardLease{}, "-"},
+		{"caught up", kinesis.ShardLease{Measured: true}, "caught up"},
+		{"behind", kinesis.ShardLease{Measured: true, Pending: true, BehindMillis: 90_500}, "1m30.5s"},
+		{"waiting, just arrived", kinesis.ShardLease{Measured: true, Pending: true}, "0s"},
+		{"expired and caught up", kinesis.ShardLease{Measured: true, CheckpointExpired: true}, "caught up (checkpoint expired)"},
+		{"error", kinesis.ShardLease{Error: "boom"}, "error (below)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.s.ShardID, tt.s.State, tt.s.HasLease, tt.s.Owner = "shardId-000000000000", kinesis.ShardOpen, true, "w"
+			var out bytes.Buffer
+			if err := (kinesis.GroupReport{Shards: []kinesis.ShardLease{tt.s}}).WriteTable(&out); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(out.String(), "\n")
+			if got := tableCells(t, lines[:2])[1][7]; got != tt.want {
+				t.Errorf("BEHIND = %q, want %q\n%s", got, tt.want, out.String())
+			}
+		})
+	}
+}
+
+// failingWriter fails every write, as a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+func TestInspectReport_WriteTableFails(t *testing.T) {
+	r := kinesis.GroupReport{Stream: "orders", ConsumerGroup: "billing"}
+	err := r.WriteTable(failingWriter{})
+	if err == nil || !strings.Contains(err.Error(), `group "billing" on stream "orders": broken pipe`) {
+		t.Errorf("WriteTable() = %v, want the write error, naming group and stream", err)
+	}
+}
