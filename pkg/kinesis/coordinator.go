@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -51,6 +52,9 @@ type subscription struct {
 	skipped  map[string]bool       // closed shards a LATEST start skips (logged once each)
 	progress map[string]string     // without a group: where a restarted reader resumes
 	failures int                   // coordinator steps failed in a row (logIfFailed)
+	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
+	// clock), for Subscriber.Health on other goroutines.
+	lastLeaseSync atomic.Int64
 }
 
 func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill.LoggerAdapter, stream string) *subscription {
@@ -293,7 +297,9 @@ func (c *subscription) refreshLeases() error {
 	if err != nil {
 		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.ConsumerGroup, c.stream, err)
 	}
-	c.tracker.Observe(list, c.cfg.Clock.Now())
+	now := c.cfg.Clock.Now()
+	c.lastLeaseSync.Store(now.UnixNano())
+	c.tracker.Observe(list, now)
 	clear(c.leases)
 	for _, l := range list {
 		c.leases[l.ShardID] = l

@@ -68,6 +68,8 @@ func (r *shardReader) fetch() error {
 	if out.MillisBehindLatest != nil {
 		r.behind = *out.MillisBehindLatest
 	}
+	r.health.lastRead.Store(r.now().UnixNano())
+	r.health.behind.Store(r.behind)
 	if n := len(out.Records); n > 0 {
 		r.lastRead = deref(out.Records[n-1].SequenceNumber)
 		size := 0

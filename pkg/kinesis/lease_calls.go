@@ -196,6 +196,7 @@ func (r *shardReader) logRenewFailed(err error) {
 func (r *shardReader) pause(now time.Time) {
 	cfg := r.sub.cfg
 	r.paused = true
+	r.health.paused.Store(true)
 	warn(r.sub.logger, "Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
 		fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.logFields())
 	r.suspendWindow(now)
@@ -209,6 +210,7 @@ func (r *shardReader) pause(now time.Time) {
 // resume goes on delivering after a renewal succeeded while paused.
 func (r *shardReader) resume() {
 	r.paused, r.revoked = false, false
+	r.health.paused.Store(false)
 	r.sub.logger.Info("Lease renewed; deliveries resumed", r.logFields())
 	r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
 }

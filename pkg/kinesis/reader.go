@@ -68,6 +68,8 @@ type shardReader struct {
 	wake        clock.Timer
 	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
 	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
+	health      readerHealth // health.go: what Subscriber.Health sees of this reader
+	holding     bool         // health.holding as last stored
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -221,6 +223,10 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 func (r *shardReader) turn(callDone <-chan struct{}) (ended bool, err error) {
 	now := r.now()
 	r.settleWindow(now)
+	if holding := r.buffered() > 0 || len(r.window) > 0; holding != r.holding {
+		r.holding = holding
+		r.health.holding.Store(holding)
+	}
 	v := r.view(now)
 	v.calling = callDone != nil
 	s := decide(v)

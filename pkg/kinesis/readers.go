@@ -27,6 +27,9 @@ import (
 type readerTable struct {
 	byShard map[string]*readerEntry
 	count   atomic.Int32
+	// readers is a copy of the table's readers in shard order, replaced at each add and
+	// remove, for Subscriber.Health on other goroutines.
+	readers atomic.Pointer[[]*shardReader]
 }
 
 // readerEntry is one live reader; readyBy is when, with a lease, it must hold its first
@@ -47,7 +50,25 @@ func (t *readerTable) add(r *shardReader, readyBy time.Time) error {
 		return fmt.Errorf("%w (generation %d)", errReaderLive, cur.r.generation)
 	}
 	t.byShard[r.shardID] = &readerEntry{r: r, readyBy: readyBy}
+	t.published()
+	return nil
+}
+
+// published updates what other goroutines see of the table: count and readers.
+func (t *readerTable) published() {
 	t.count.Store(int32(len(t.byShard)))
+	readers := make([]*shardReader, 0, len(t.byShard))
+	for _, id := range sortedKeys(t.byShard) {
+		readers = append(readers, t.byShard[id].r)
+	}
+	t.readers.Store(&readers)
+}
+
+// snapshot is the table's readers at its last change, in shard order; any goroutine may call it.
+func (t *readerTable) snapshot() []*shardReader {
+	if p := t.readers.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 
@@ -56,7 +77,7 @@ func (t *readerTable) add(r *shardReader, readyBy time.Time) error {
 func (t *readerTable) remove(r *shardReader) bool {
 	if cur, ok := t.byShard[r.shardID]; ok && cur.r == r {
 		delete(t.byShard, r.shardID)
-		t.count.Store(int32(len(t.byShard)))
+		t.published()
 		return true
 	}
 	return false
@@ -118,6 +139,7 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 	if c.cfg.MaxInFlight > 1 {
 		r.watch = newSettleWatch(c.cfg.MaxInFlight)
 	}
+	r.health.started = c.cfg.Clock.Now()
 	var readyBy time.Time
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt

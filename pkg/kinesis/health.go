@@ -1,0 +1,170 @@
+package kinesis
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Health is what a Subscriber is doing, for a readiness probe and for an operator: per
+// subscription, the shards it reads and when each last read successfully, and one answer,
+// Healthy, with the problems that make it false.
+type Health struct {
+	// Healthy: the Subscriber is open; every shard it reads is reading (a successful
+	// GetRecords within ReadWithin, unless it holds records its handlers have not finished:
+	// a shard waiting on the application has no need to read) and not paused; and, in a
+	// consumer group, the lease store answered a lease sync within LeaseSyncWithin.
+	Healthy bool
+	// Problems says what is wrong, one line each, naming stream and shard; empty if Healthy.
+	Problems []string
+	// At is when this was taken, on the Subscriber's Clock.
+	At time.Time
+	// ReadWithin and LeaseSyncWithin are the limits applied: 10 PollIntervals (at least two
+	// RequestTimeouts, as one slow read may take one), and 3 LeaseSyncIntervals (at least one
+	// plus a RequestTimeout, which one slow lease listing may take).
+	ReadWithin, LeaseSyncWithin time.Duration
+	// Subscriptions are the Subscriber's open subscriptions, by stream.
+	Subscriptions []SubscriptionHealth
+}
+
+// Err is nil when Healthy, else an error joining the problems: for a probe handler that
+// answers 503 with the reason.
+func (h Health) Err() error {
+	if h.Healthy {
+		return nil
+	}
+	errs := make([]error, len(h.Problems))
+	for i, p := range h.Problems {
+		errs[i] = errors.New(p)
+	}
+	return fmt.Errorf("kinesis subscriber unhealthy: %w", errors.Join(errs...))
+}
+
+// SubscriptionHealth is one subscription (one Subscribe call).
+type SubscriptionHealth struct {
+	Stream        string
+	ConsumerGroup string // "" without a group
+	WorkerID      string // the member of the group this subscription is
+	// LastLeaseSync is when the lease store last answered this subscription's lease sync;
+	// zero without a group, or before the first.
+	LastLeaseSync time.Time
+	// Shards are the shards it reads now, by id.
+	Shards []ShardHealth
+}
+
+// ShardHealth is one shard a subscription reads.
+type ShardHealth struct {
+	ShardID string
+	// Generation is the lease generation this worker holds the shard at; 0 without a group.
+	Generation int64
+	// Started is when the reader of the shard started; LastRead is when a GetRecords of it
+	// last succeeded (zero before the first).
+	Started, LastRead time.Time
+	// MillisBehindLatest is what the last successful GetRecords said: how far the reader is
+	// behind the shard's newest record.
+	MillisBehindLatest int64
+	// Holding: the reader holds records its handlers have not finished (delivered and not
+	// acked, or not delivered yet).
+	Holding bool
+	// Paused: the lease could not be renewed in time; nothing is delivered until a renewal
+	// succeeds (or another worker takes the shard).
+	Paused bool
+}
+
+// readerHealth is what a reader publishes of itself for Health. The reader goroutine writes
+// it; Health reads it from any goroutine.
+type readerHealth struct {
+	started  time.Time    // set before the reader starts; read-only after
+	lastRead atomic.Int64 // UnixNano of the last successful GetRecords, 0 before
+	behind   atomic.Int64 // MillisBehindLatest of that read
+	holding  atomic.Bool
+	paused   atomic.Bool
+}
+
+func (h *readerHealth) snapshot(shardID string, generation int64) ShardHealth {
+	s := ShardHealth{
+		ShardID: shardID, Generation: generation, Started: h.started,
+		MillisBehindLatest: h.behind.Load(), Holding: h.holding.Load(), Paused: h.paused.Load(),
+	}
+	if n := h.lastRead.Load(); n != 0 {
+		s.LastRead = time.Unix(0, n)
+	}
+	return s
+}
+
+// Health reports what the Subscriber reads and whether it is healthy (see Health.Healthy). It
+// is safe to call from any goroutine, at any time, and costs no call to Kinesis or the lease
+// store: it reads what the readers and coordinators last recorded.
+func (s *Subscriber) Health() Health {
+	cfg := s.config
+	h := Health{
+		At:              cfg.Clock.Now(),
+		ReadWithin:      max(10*cfg.PollInterval, 2*cfg.RequestTimeout),
+		LeaseSyncWithin: max(3*cfg.LeaseSyncInterval, cfg.LeaseSyncInterval+cfg.RequestTimeout),
+	}
+	s.mu.Lock()
+	closed := s.closed
+	subs := make([]*subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		h.Subscriptions = append(h.Subscriptions, sub.health())
+	}
+	slices.SortFunc(h.Subscriptions, func(a, b SubscriptionHealth) int { return strings.Compare(a.Stream, b.Stream) })
+	h.Problems = healthProblems(h, closed)
+	h.Healthy = len(h.Problems) == 0
+	return h
+}
+
+// health is the subscription's part of Health.
+func (c *subscription) health() SubscriptionHealth {
+	sh := SubscriptionHealth{Stream: c.stream, ConsumerGroup: c.cfg.ConsumerGroup, WorkerID: c.cfg.WorkerID}
+	if n := c.lastLeaseSync.Load(); n != 0 {
+		sh.LastLeaseSync = time.Unix(0, n)
+	}
+	for _, r := range c.readers.snapshot() {
+		sh.Shards = append(sh.Shards, r.health.snapshot(r.shardID, r.generation))
+	}
+	return sh
+}
+
+// healthProblems is Health's verdict: pure, so that its rules have a table test.
+func healthProblems(h Health, closed bool) []string {
+	var problems []string
+	if closed {
+		problems = append(problems, "the subscriber is closed")
+	}
+	for _, sub := range h.Subscriptions {
+		if sub.ConsumerGroup != "" {
+			if sub.LastLeaseSync.IsZero() {
+				problems = append(problems, fmt.Sprintf("stream %q, group %q: no lease sync has succeeded yet", sub.Stream, sub.ConsumerGroup))
+			} else if d := h.At.Sub(sub.LastLeaseSync); d > h.LeaseSyncWithin {
+				problems = append(problems, fmt.Sprintf("stream %q, group %q: the lease store has not answered a lease sync for %s (limit %s)",
+					sub.Stream, sub.ConsumerGroup, d.Round(time.Millisecond), h.LeaseSyncWithin))
+			}
+		}
+		for _, sh := range sub.Shards {
+			last := sh.LastRead
+			if last.IsZero() {
+				last = sh.Started
+			}
+			switch d := h.At.Sub(last); {
+			case sh.Paused:
+				problems = append(problems, fmt.Sprintf("stream %q, shard %s: paused, its lease was not renewed in time", sub.Stream, sh.ShardID))
+			case !sh.Holding && d > h.ReadWithin:
+				what := "no successful read"
+				if sh.LastRead.IsZero() {
+					what = "no successful read since the reader started"
+				}
+				problems = append(problems, fmt.Sprintf("stream %q, shard %s: %s for %s (limit %s)",
+					sub.Stream, sh.ShardID, what, d.Round(time.Millisecond), h.ReadWithin))
+			}
+		}
+	}
+	return problems
+}
