@@ -10,9 +10,9 @@
 // per second, shared with the group; -skip-behind leaves them out). See kinesis.InspectLeases
 // for what every field means.
 //
-// The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials come
-// from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN: the module does not
-// depend on the SDK's config package, so shared profiles and instance roles are not read.
+// The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials are
+// found as every AWS SDK finds them: environment variables, shared config and credentials
+// files (AWS_PROFILE), then a container or instance role.
 //
 // Exit status: 0 when the report is complete; 1 when it could not be made (stream or table
 // missing, AWS unreachable), or some shard could not be measured (the report is still printed,
@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil { // the flag package has printed the problem and the flags
 		return exitUsage
 	}
-	awsCfg, err := awsConfig(o)
+	awsCfg, err := awsConfig(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "kinesis-leases: %s\n", err)
 		return exitUsage
@@ -138,8 +138,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n\n"+
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
-			"checkpoint, parents, pending handoff and how far behind the group is. Credentials come from\n"+
-			"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.\n\nFlags:\n")
+			"checkpoint, parents, pending handoff and how far behind the group is. Credentials are found\n"+
+			"as by every AWS SDK: environment, shared files (AWS_PROFILE), container or instance role.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -186,17 +186,17 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// awsConfig builds the SDK config from the region and the environment's static credentials.
-func awsConfig(o options) (aws.Config, error) {
-	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if id == "" || secret == "" {
-		return aws.Config{}, errors.New("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY " +
-			"(and AWS_SESSION_TOKEN for temporary credentials); this command reads no profile or instance role")
+// awsConfig loads the SDK config as every AWS SDK does, with -region if given.
+func awsConfig(ctx context.Context, o options) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if o.region != "" {
+		opts = append(opts, config.WithRegion(o.region))
 	}
-	return aws.Config{
-		Region:      o.region,
-		Credentials: credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")),
-	}, nil
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the AWS configuration (environment, shared config and credentials files): %w", err)
+	}
+	return cfg, nil
 }
 
 // inspect opens the lease table (never creating it) and inspects the group.

@@ -270,7 +270,6 @@ func TestRun_BadCommandLine(t *testing.T) {
 		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
 		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": ""}, exitUsage,
 			[]string{"-region is missing: pass -region or set AWS_REGION"}},
-		{"no credentials", full, map[string]string{"AWS_ACCESS_KEY_ID": ""}, exitUsage, []string{"no AWS credentials: set AWS_ACCESS_KEY_ID"}},
 		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb"}},
 	}
 	for _, tt := range tests {
