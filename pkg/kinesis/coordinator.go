@@ -41,6 +41,7 @@ type subscription struct {
 	readied chan readyReport
 
 	readers *readerTable
+	metrics *subscriberMetrics     // set before the coordinator starts; read-only
 	shards  map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"context"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -87,6 +88,7 @@ func (c *subscription) releaseFinished(l lease.Lease) {
 	}
 	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
 		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished}))
+	c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, l.ShardID).count(c.metrics.released, 1)
 	c.leases[l.ShardID] = released
 }
 
@@ -98,6 +100,11 @@ const (
 	takeOverdue    = "not handed over within HandoffTimeout: taken from its owner"
 	takeOwnIdle    = "held by this worker with no reader (a reader of it stopped)"
 )
+
+// takeReasonCodes are the reasons of a take as the kinesis.lease.reason metric attribute.
+var takeReasonCodes = map[string]string{
+	takeFree: "free", takeExpired: "expired", takeHandedOver: "handed_over", takeOverdue: "handoff_timeout", takeOwnIdle: "restarted",
+}
 
 // handoffAsk is a lease this worker asked another worker for.
 type handoffAsk struct {
@@ -128,7 +135,13 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 		fields["from"] = from
 	}
 	c.logger.Info("Lease taken", fields)
-	return c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
+	m := c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, l.ShardID)
+	m.leaseAcquired(takeReasonCodes[why])
+	r := c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
+	if r == nil {
+		m.leasesHeld.Add(context.Background(), -1, m.add...) // no reader holds it: the lease expires
+	}
+	return r
 }
 
 // ask marks this worker as the pending owner of a lease of the most loaded worker.

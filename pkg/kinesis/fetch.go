@@ -70,6 +70,7 @@ func (r *shardReader) fetch() error {
 	}
 	r.health.lastRead.Store(r.now().UnixNano())
 	r.health.behind.Store(r.behind)
+	r.metrics.behind.Record(context.Background(), r.behind, r.metrics.rec...)
 	if n := len(out.Records); n > 0 {
 		r.lastRead = deref(out.Records[n-1].SequenceNumber)
 		size := 0
@@ -108,6 +109,7 @@ func (r *shardReader) fetchFailed(err error) error {
 	switch classify(r.ctx, err) {
 	case classThrottled:
 		r.sub.logger.Debug("Read throttled; backing off", fields)
+		r.metrics.count(r.metrics.throttles, 1)
 		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
 		// With a 5 s cap, reads throttled at random half the time in the fault suite waited
 		// up to 21 s (runs of failures double the wait); only a 10 MB read earns a 5 s
@@ -160,6 +162,7 @@ func (r *shardReader) fetchFailed(err error) error {
 			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("replacing an expired iterator: %w", gerr)}
 		}
 		r.sub.logger.Debug("Iterator expired; replaced after the last record read", fields)
+		r.metrics.count(r.metrics.iteratorRenewals, 1)
 		r.iterator = it
 		return nil
 	case classNotFound:

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
@@ -103,6 +104,8 @@ type grpWorld struct {
 	violations []string
 	reported   int
 	publishing bool
+	// meter, when set, is the MeterProvider of every instance started from then on.
+	meter metric.MeterProvider
 	// leaseSeen tracks, per shard, the lease's (owner, generation, counter) and the fake time
 	// the test first saw it at (checked after every step).
 	leaseSeen map[string]grpSeen
@@ -664,6 +667,7 @@ func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, 
 		OnShardAcquired: func(ev kinesis.ShardEvent) { wk.event("acquired", ev) },
 		OnShardRevoked:  func(ev kinesis.ShardEvent) { wk.event("revoked", ev) },
 		OnShardLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
+		MeterProvider:   w.meter,
 	}
 }
 

@@ -16,11 +16,11 @@ import (
 // renewal and checkpoint are due, and where a handoff or a pause stands. The reader goroutine
 // owns it; decide reads it through view.
 type leaseState struct {
-	renewFailures int // renewals failed in a row
-	saved        string    // last checkpoint written
-	renewed      time.Time // when the last successful renewal (at first: the take) was sent
-	renewAt      time.Time // when the next renewal is due
-	checkpointAt time.Time // when the next periodic checkpoint is due
+	renewFailures int       // renewals failed in a row
+	saved         string    // last checkpoint written
+	renewed       time.Time // when the last successful renewal (at first: the take) was sent
+	renewAt       time.Time // when the next renewal is due
+	checkpointAt  time.Time // when the next periodic checkpoint is due
 	// finishRetry: after a failed SHARD_END write, the next one is not sent before this.
 	finishRetry    time.Time
 	finishFailures int
@@ -244,10 +244,12 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 		return r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 	})
 	if err == nil {
+		r.metrics.count(r.metrics.checkpoints, 1)
 		r.saved = seq
 		r.renewedWith(l, sentAt)
 		return nil
 	}
+	r.metrics.count(r.metrics.checkpointFailures, 1)
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
@@ -289,6 +291,7 @@ func (r *shardReader) handOver() error {
 	switch {
 	case err == nil:
 		r.sub.logger.Info("Lease handed over", r.logFields().Add(watermill.LogFields{"to": l.Owner}))
+		r.metrics.count(r.metrics.handedOver, 1)
 		r.held, r.handedOff = nil, true
 		return nil
 	case errors.Is(err, lease.ErrNoPendingOwner):
@@ -330,12 +333,14 @@ func (r *shardReader) giveUp(reason string) {
 	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
 		if err != nil {
+			r.metrics.count(r.metrics.checkpointFailures, 1)
 			warn(r.sub.logger, "Final checkpoint failed; the next owner will redeliver since the last one", err,
 				r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
 			if errors.Is(err, lease.ErrLeaseLost) {
 				return
 			}
 		} else {
+			r.metrics.count(r.metrics.checkpoints, 1)
 			r.held, r.saved = &l, seq
 		}
 	}
@@ -343,6 +348,7 @@ func (r *shardReader) giveUp(reason string) {
 	switch {
 	case err == nil:
 		r.sub.logger.Info("Lease released", r.logFields().Add(watermill.LogFields{"reason": reason, "checkpoint": r.saved}))
+		r.metrics.count(r.metrics.released, 1)
 	case errors.Is(err, lease.ErrLeaseLost):
 		r.logLost(err)
 	default:

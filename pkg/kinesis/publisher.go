@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/kpl"
 )
@@ -28,6 +30,9 @@ type Publisher struct {
 
 	// ensured remembers streams known to exist, so CreateStream costs one call per stream.
 	ensured sync.Map // stream name -> struct{}
+
+	metrics *publisherMetrics
+	attrs   sync.Map // stream name -> metric.MeasurementOption, built once per stream
 }
 
 var _ message.Publisher = (*Publisher)(nil)
@@ -42,7 +47,11 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
-	return &Publisher{config: config, logger: logger, closed: make(chan struct{})}, nil
+	metrics, err := newPublisherMetrics(config.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: creating the publisher's metrics (MeterProvider): %w", err)
+	}
+	return &Publisher{config: config, logger: logger, metrics: metrics, closed: make(chan struct{})}, nil
 }
 
 // pendingRecord is a message on its way out: its encoded entry and where it stands.
@@ -70,7 +79,11 @@ type pendingRecord struct {
 // The context of the first message of a batch is the batch's call context.
 //
 // Publish is not atomic: on error, a *PublishError lists the messages that were not written.
-func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) {
+	if len(msgs) > 0 {
+		start := time.Now()
+		defer func() { p.measure(topic, len(msgs), time.Since(start), err) }()
+	}
 	select {
 	case <-p.closed:
 		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
@@ -277,6 +290,7 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 			entries = append(entries, r.entry)
 		}
 		out, err := p.putRecords(ctx, stream, entries)
+		p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(stream))
 		var retry []*pendingRecord
 		switch {
 		case err != nil && (classify(ctx, err) == classThrottled || classify(ctx, err) == classTransient):
@@ -286,9 +300,10 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 			markFailed(batch, p.callError(stream, err))
 			return err
 		default:
-			var n int
-			retry, n = p.failedEntries(batch, out)
+			var n, written int
+			retry, n, written = p.failedEntries(batch, out)
 			permanent += n
+			p.metrics.sent.Add(context.Background(), int64(written), p.streamAttrs(stream))
 		}
 		if len(retry) == 0 {
 			if permanent > 0 {
@@ -300,6 +315,7 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 			return fmt.Errorf("kinesis: %d record(s) still rejected after %d retries", len(retry), attempt)
 		}
 		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": stream, "records": len(retry), "attempt": attempt + 1})
+		p.metrics.retries.Add(context.Background(), int64(len(retry)), p.streamAttrs(stream))
 		if err := sleepCtx(ctx, backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
 			for _, r := range retry {
 				r.err = fmt.Errorf("%w while waiting to retry (last attempt: %w)", err, r.err)
@@ -311,8 +327,9 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 }
 
 // failedEntries returns the records whose entries failed with an error a retry may fix, and
-// counts those that failed for good; each failed record keeps its error.
-func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) (retry []*pendingRecord, permanent int) {
+// counts those that failed for good and the messages written; each failed record keeps its
+// error.
+func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) (retry []*pendingRecord, permanent, written int) {
 	for i, r := range batch {
 		if i >= len(out.Records) {
 			r.err = errors.New("kinesis: PutRecords returned fewer results than records sent")
@@ -322,6 +339,7 @@ func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRec
 		res := out.Records[i]
 		if res.ErrorCode == nil {
 			r.written, r.err = true, nil
+			written += len(r.messages())
 			continue
 		}
 		r.err = fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
@@ -331,7 +349,7 @@ func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRec
 		}
 		retry = append(retry, r)
 	}
-	return retry, permanent
+	return retry, permanent, written
 }
 
 func markFailed(records []*pendingRecord, err error) {
@@ -394,4 +412,29 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() { close(p.closed) })
 	return nil
+}
+
+// streamAttrs is the metric attributes of a publish to stream, built once per stream.
+func (p *Publisher) streamAttrs(stream string) metric.MeasurementOption {
+	if o, ok := p.attrs.Load(stream); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o, _ := p.attrs.LoadOrStore(stream, streamAttrs(stream))
+	return o.(metric.MeasurementOption)
+}
+
+// measure records a Publish call of n messages: its duration, and the messages not written
+// if it failed (all of them, unless the error lists which).
+func (p *Publisher) measure(stream string, n int, took time.Duration, err error) {
+	attrs := p.streamAttrs(stream)
+	p.metrics.duration.Record(context.Background(), took.Seconds(), attrs)
+	if err == nil {
+		return
+	}
+	failed := n
+	var pe *PublishError
+	if errors.As(err, &pe) {
+		failed = len(pe.Failed)
+	}
+	p.metrics.failures.Add(context.Background(), int64(failed), attrs)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // PartitionKeyFunc chooses a message's partition key. Messages with the same key go to the same
@@ -81,6 +82,11 @@ type PublisherConfig struct {
 	// client times out) is retried like a throttled one, as long as the message's context
 	// is not done. Default: 10 s.
 	RequestTimeout time.Duration
+
+	// MeterProvider receives the publisher's OpenTelemetry metrics, per stream: messages
+	// written, PutRecords calls, records retried, messages that failed, and the duration of
+	// each Publish call (README, "Metrics"). Default: none (a no-op provider).
+	MeterProvider metric.MeterProvider
 }
 
 func (c *PublisherConfig) setDefaults() {

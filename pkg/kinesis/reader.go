@@ -69,6 +69,7 @@ type shardReader struct {
 	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
 	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
 	health      readerHealth // health.go: what Subscriber.Health sees of this reader
+	metrics     shardMetrics // metrics.go: the instruments, with this shard's attributes
 	holding     bool         // health.holding as last stored
 }
 
@@ -126,6 +127,9 @@ func (r *shardReader) run() {
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
 			r.giveUp(r.releaseReason(exit))
+		}
+		if r.leased { // released, handed over or lost by now: no longer this worker's
+			r.metrics.leasesHeld.Add(context.Background(), -1, r.metrics.add...)
 		}
 		if r.wake != nil {
 			r.wake.Stop()
@@ -192,6 +196,7 @@ func (r *shardReader) logLost(err error) {
 		}
 	default:
 	}
+	r.metrics.count(r.metrics.lost, 1)
 	const msg = "Lease lost; stopped reading the shard"
 	if r.paused {
 		r.sub.logger.Info(msg, fields)
@@ -338,6 +343,12 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 // sentOffer records that d went out and, with several messages allowed out, has its
 // settlement watched.
 func (r *shardReader) sentOffer(d *delivery) {
+	r.metrics.count(r.metrics.consumed, 1)
+	if d.state == stateNacked {
+		r.metrics.count(r.metrics.redeliveries, 1)
+	} else {
+		r.metrics.count(r.metrics.bytes, int64(len(d.msg.Payload)))
+	}
 	r.sent(d)
 	if r.watch != nil {
 		r.watch.watch(d)

@@ -140,6 +140,7 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		r.watch = newSettleWatch(c.cfg.MaxInFlight)
 	}
 	r.health.started = c.cfg.Clock.Now()
+	r.metrics = c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, shardID)
 	var readyBy time.Time
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt

@@ -18,8 +18,9 @@ import (
 // Subscriber reads Kinesis streams; the topic is the stream name. See SubscriberConfig for the
 // two modes (consumer group or not). It is safe for concurrent use.
 type Subscriber struct {
-	config SubscriberConfig
-	logger watermill.LoggerAdapter
+	config  SubscriberConfig
+	logger  watermill.LoggerAdapter
+	metrics *subscriberMetrics
 
 	// mu guards closed, subs and members: Subscribe registers a subscription and Close
 	// cancels every registered one, so none can slip past Close.
@@ -54,7 +55,11 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 		}
 		config.LeaseStore = store
 	}
-	return &Subscriber{config: config, logger: logger, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}, nil
+	metrics, err := newSubscriberMetrics(config.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("kinesis: creating the subscriber's metrics (MeterProvider): %w", err)
+	}
+	return &Subscriber{config: config, logger: logger, metrics: metrics, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}, nil
 }
 
 // openLeaseTable opens (and with CreateLeaseTable, creates) the DynamoDB lease table.
@@ -153,6 +158,7 @@ func (s *Subscriber) register(ctx context.Context, stream string) (*subscription
 		cfg.WorkerID = memberID(s.config.WorkerID, slot)
 	}
 	sub := newSubscription(ctx, cfg, s.logger, stream)
+	sub.metrics = s.metrics
 	sub.slot = slot
 	s.subs[sub] = struct{}{}
 	return sub, true

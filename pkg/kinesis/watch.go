@@ -27,9 +27,9 @@ import (
 // Watchers own nothing: each reads only the watched value it was handed (never the delivery's
 // fields, which the reader changes) and the channels.
 type settleWatch struct {
-	work     chan watched  // unbuffered: a send succeeds only if a watcher is idle
-	settled  chan watched  // watchers → reader: a message out was acked or nacked
-	stop     chan struct{} // closed by the reader when it exits; every watcher then returns
+	work    chan watched  // unbuffered: a send succeeds only if a watcher is idle
+	settled chan watched  // watchers → reader: a message out was acked or nacked
+	stop    chan struct{} // closed by the reader when it exits; every watcher then returns
 	// back is closed by takeBack when a pause takes the messages out back, and replaced: a
 	// watcher of a message sent before then goes idle instead of watching it further.
 	back     chan struct{}

@@ -423,8 +423,10 @@ func (r *shardReader) settleAll(now time.Time) {
 func (r *shardReader) settle(d *delivery, now time.Time) bool {
 	select {
 	case <-d.msg.Acked():
+		r.metrics.count(r.metrics.acks, 1)
 		r.ackedOut(d)
 	case <-d.msg.Nacked():
+		r.metrics.count(r.metrics.nacks, 1)
 		resendAt := now
 		if s := r.sub.cfg.NackResendSleep; s > 0 {
 			resendAt = now.Add(s)

@@ -1,0 +1,157 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// meterName is the instrumentation scope of every instrument here.
+const meterName = "github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+
+// Attribute keys: OpenTelemetry's messaging semantic conventions where they have one (a shard
+// is the stream's partition), the driver's own otherwise.
+const (
+	attrSystem      = attribute.Key("messaging.system")
+	attrDestination = attribute.Key("messaging.destination.name")
+	attrPartition   = attribute.Key("messaging.destination.partition.id")
+	attrGroup       = attribute.Key("messaging.consumer.group.name")
+	attrOperation   = attribute.Key("messaging.operation.name")
+	attrLeaseReason = attribute.Key("kinesis.lease.reason")
+)
+
+// systemName is messaging.system for Kinesis (the conventions name none; AWS's SQS is aws_sqs).
+const systemName = "aws_kinesis"
+
+// subscriberMetrics are a Subscriber's instruments. With the default no-op MeterProvider every
+// call on them does nothing.
+type subscriberMetrics struct {
+	consumed, bytes, acks, nacks, redeliveries metric.Int64Counter
+	behind                                     metric.Int64Gauge
+	throttles, iteratorRenewals                metric.Int64Counter
+	checkpoints, checkpointFailures            metric.Int64Counter
+	leasesHeld                                 metric.Int64UpDownCounter
+	acquired, handedOver, released, lost       metric.Int64Counter
+}
+
+// instruments creates instruments of one meter, keeping the first error (the others are then
+// no-op instruments, so that a bad name costs its metric, not the subscriber).
+type instruments struct {
+	m    metric.Meter
+	errs []error
+}
+
+func newInstruments(mp metric.MeterProvider) *instruments {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	return &instruments{m: mp.Meter(meterName)}
+}
+
+func (in *instruments) counter(name, unit, desc string) metric.Int64Counter {
+	c, err := in.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err != nil {
+		in.errs = append(in.errs, err)
+		c, _ = noop.NewMeterProvider().Meter(meterName).Int64Counter(name)
+	}
+	return c
+}
+
+func (in *instruments) err() error {
+	if len(in.errs) == 0 {
+		return nil
+	}
+	return errors.Join(in.errs...)
+}
+
+func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
+	in := newInstruments(mp)
+	m := &subscriberMetrics{
+		consumed:           in.counter("messaging.client.consumed.messages", "{message}", "Messages delivered to the application, redeliveries included"),
+		bytes:              in.counter("kinesis.consumer.delivered.bytes", "By", "Payload bytes of the messages delivered, first deliveries only"),
+		acks:               in.counter("kinesis.consumer.acks", "{message}", "Messages acked"),
+		nacks:              in.counter("kinesis.consumer.nacks", "{message}", "Messages nacked (they are delivered again)"),
+		redeliveries:       in.counter("kinesis.consumer.redeliveries", "{message}", "Messages delivered again, after a Nack or a pause"),
+		throttles:          in.counter("kinesis.consumer.read.throttles", "{call}", "GetRecords calls Kinesis throttled"),
+		iteratorRenewals:   in.counter("kinesis.consumer.iterator.renewals", "{iterator}", "Expired shard iterators replaced"),
+		checkpoints:        in.counter("kinesis.checkpoint.writes", "{write}", "Checkpoints written to the lease store"),
+		checkpointFailures: in.counter("kinesis.checkpoint.failures", "{write}", "Checkpoint writes that failed"),
+		acquired:           in.counter("kinesis.lease.acquired", "{lease}", "Leases taken, by reason (free, expired, handed_over, handoff_timeout, restarted)"),
+		handedOver:         in.counter("kinesis.lease.handed_over", "{lease}", "Leases handed over to a worker that asked for them"),
+		released:           in.counter("kinesis.lease.released", "{lease}", "Leases released (at Close, or at a shard's end)"),
+		lost:               in.counter("kinesis.lease.lost", "{lease}", "Leases lost to another worker (fencing)"),
+	}
+	var err error
+	if m.behind, err = in.m.Int64Gauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
+		metric.WithDescription("How far a shard's reader is behind the shard's newest record, as its last GetRecords said")); err != nil {
+		in.errs = append(in.errs, err)
+		m.behind, _ = noop.NewMeterProvider().Meter(meterName).Int64Gauge("kinesis.consumer.millis_behind_latest")
+	}
+	if m.leasesHeld, err = in.m.Int64UpDownCounter("kinesis.lease.held", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases this subscriber holds")); err != nil {
+		in.errs = append(in.errs, err)
+		m.leasesHeld, _ = noop.NewMeterProvider().Meter(meterName).Int64UpDownCounter("kinesis.lease.held")
+	}
+	return m, in.err()
+}
+
+// shardMetrics are the instruments with one shard's attributes, built once per reader so that
+// a measurement allocates nothing.
+type shardMetrics struct {
+	*subscriberMetrics
+	attrs attribute.Set
+	add   []metric.AddOption
+	rec   []metric.RecordOption
+}
+
+func (m *subscriberMetrics) forShard(stream, group, shardID string) shardMetrics {
+	kv := []attribute.KeyValue{attrSystem.String(systemName), attrDestination.String(stream), attrPartition.String(shardID)}
+	if group != "" {
+		kv = append(kv, attrGroup.String(group))
+	}
+	set := attribute.NewSet(kv...)
+	opt := metric.WithAttributeSet(set)
+	return shardMetrics{subscriberMetrics: m, attrs: set, add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+}
+
+// count adds n to c for the shard.
+func (s shardMetrics) count(c metric.Int64Counter, n int64) { c.Add(context.Background(), n, s.add...) }
+
+// leaseAcquired counts a take, with its reason.
+func (s shardMetrics) leaseAcquired(reason string) {
+	kv := append(s.attrs.ToSlice(), attrLeaseReason.String(reason))
+	s.acquired.Add(context.Background(), 1, metric.WithAttributes(kv...))
+	s.leasesHeld.Add(context.Background(), 1, s.add...)
+}
+
+// publisherMetrics are a Publisher's instruments.
+type publisherMetrics struct {
+	sent, batches, retries, failures metric.Int64Counter
+	duration                         metric.Float64Histogram
+}
+
+func newPublisherMetrics(mp metric.MeterProvider) (*publisherMetrics, error) {
+	in := newInstruments(mp)
+	m := &publisherMetrics{
+		sent:     in.counter("messaging.client.sent.messages", "{message}", "Messages Kinesis accepted"),
+		batches:  in.counter("kinesis.producer.batches", "{call}", "PutRecords calls"),
+		retries:  in.counter("kinesis.producer.retries", "{record}", "Records sent again after Kinesis rejected or throttled them"),
+		failures: in.counter("kinesis.producer.failures", "{message}", "Messages a Publish call could not write"),
+	}
+	var err error
+	if m.duration, err = in.m.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of a Publish call, all its PutRecords calls and retries included"),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)); err != nil {
+		in.errs = append(in.errs, err)
+		m.duration, _ = noop.NewMeterProvider().Meter(meterName).Float64Histogram("messaging.client.operation.duration")
+	}
+	return m, in.err()
+}
+
+// streamAttrs are a publish's attributes for one stream.
+func streamAttrs(stream string) metric.MeasurementOption {
+	return metric.WithAttributes(attrSystem.String(systemName), attrDestination.String(stream), attrOperation.String("send"))
+}
