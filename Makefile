@@ -11,7 +11,7 @@ test:
 
 # What `make test` runs once the emulators are up (tests that need them skip without them):
 # everything under -race; Watermill's reconnect test, which is itself racy, without it; the
-# universal suite's stress run; the quickstart.
+# universal suite's stress run; the examples.
 test_all:
 	$(GO) test -race -count=1 -timeout=20m $(PKGS)
 	$(GO) test -count=1 -timeout=10m -run '^TestLiveReconnect$$' ./tests/
@@ -51,10 +51,11 @@ vet:
 quickstart:
 	$(GO) run ./_examples/quickstart
 
-# The quickstart must build and run to completion on memlog: no AWS, no network.
+# The examples must build and run to completion on memlog: no AWS, no network.
 quickstart_check:
-	$(GO) vet ./_examples/quickstart
+	$(GO) vet ./_examples/quickstart ./_examples/tracing
 	$(GO) run ./_examples/quickstart > /dev/null
+	$(GO) run ./_examples/tracing > /dev/null
 
 # The seeded simulation of a consumer group (tests/sim) without the race detector: SEEDS seeds
 # (1..SEEDS), one line per failing seed and a summary of how many ran and failed. SIM_MIX picks

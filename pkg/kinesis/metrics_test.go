@@ -178,6 +178,15 @@ func TestMetrics(t *testing.T) {
 	}
 	sort.Strings(names)
 	t.Logf("instruments: %s", strings.Join(names, ", "))
+	for _, n := range names {
+		for _, p := range got[n] {
+			var kv []string
+			for _, a := range p.attrs.ToSlice() {
+				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			}
+			t.Logf("%s{%s} %v", n, strings.Join(kv, ","), p.value)
+		}
+	}
 	dest := attribute.String("messaging.destination.name", stream)
 	system := attribute.String("messaging.system", "aws_kinesis")
 	group := attribute.String("messaging.consumer.group.name", subGroup)
