@@ -133,7 +133,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
 	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: the region's AWS endpoint)")
 	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: the region's AWS endpoint)")
-	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION)")
+	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n\n"+
@@ -168,7 +168,6 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if required("table", o.table, "name the group's DynamoDB lease table") && !tableNamePattern.MatchString(o.table) {
 		problems = append(problems, fmt.Sprintf("-table %q is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '.', '-')", o.table))
 	}
-	required("region", o.region, "pass -region or set AWS_REGION")
 	for _, e := range []struct{ flag, value string }{{"endpoint-kinesis", o.kinesisEndpoint}, {"endpoint-dynamodb", o.dynamoDBEndpoint}} {
 		if e.value == "" {
 			continue
@@ -195,6 +194,9 @@ func awsConfig(ctx context.Context, o options) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading the AWS configuration (environment, shared config and credentials files): %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("-region is missing: pass -region, set AWS_REGION, or give the profile a region")
 	}
 	return cfg, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -268,8 +269,9 @@ func TestRun_BadCommandLine(t *testing.T) {
 		{"bad endpoint", append(full, "-endpoint-kinesis", "localhost:4567"), nil, exitUsage,
 			[]string{`-endpoint-kinesis "localhost:4567" is not an http:// or https:// URL`}},
 		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
-		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": ""}, exitUsage,
-			[]string{"-region is missing: pass -region or set AWS_REGION"}},
+		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
+			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}, exitUsage,
+			[]string{"-region is missing: pass -region, set AWS_REGION, or give the profile a region"}},
 		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb"}},
 	}
 	for _, tt := range tests {

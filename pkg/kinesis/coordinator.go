@@ -52,7 +52,7 @@ type subscription struct {
 	ended    map[string]bool       // without a group: shards read to their end
 	skipped  map[string]bool       // closed shards a LATEST start skips (logged once each)
 	progress map[string]string     // without a group: where a restarted reader resumes
-	failures int                   // coordinator steps failed in a row (logIfFailed)
+	failures map[string]int        // coordinator steps failed in a row, by step (logIfFailed)
 	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
 	// clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64
@@ -77,6 +77,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		ended:    map[string]bool{},
 		skipped:  map[string]bool{},
 		progress: map[string]string{},
+		failures: map[string]int{},
 	}
 }
 
@@ -161,19 +162,22 @@ func (c *subscription) callContext() (context.Context, context.CancelFunc) {
 }
 
 // logIfFailed logs a failed coordinator step, which the next sync retries: WARN, and ERROR
-// once when steps keep failing (readFailuresBeforeError in a row), since a lease store or
-// Kinesis that stays unreachable needs someone to look.
+// once when the same step keeps failing (readFailuresBeforeError in a row: 16 s of lease
+// syncs, 4 minutes of shard listings at the defaults), since a lease store or Kinesis that
+// stays unreachable needs someone to look. Each step counts on its own: lease syncs that
+// succeed do not hide shard listings that keep failing.
 func (c *subscription) logIfFailed(what string, err error) {
 	if err == nil {
-		c.failures = 0
+		delete(c.failures, what)
 		return
 	}
 	if c.ctx.Err() != nil {
 		return
 	}
-	c.failures++
-	fields := c.logFields().Add(watermill.LogFields{"failures": c.failures})
-	if c.failures == readFailuresBeforeError {
+	c.failures[what]++
+	n := c.failures[what]
+	fields := c.logFields().Add(watermill.LogFields{"failures": n})
+	if n == readFailuresBeforeError {
 		c.logger.Error("Coordinator keeps failing "+what+"; will retry", err, fields)
 		return
 	}

@@ -98,7 +98,7 @@ const (
 	takeExpired    = "expired: its owner stopped renewing it"
 	takeHandedOver = "handed over"
 	takeOverdue    = "not handed over within HandoffTimeout: taken from its owner"
-	takeOwnIdle    = "held by this worker with no reader (a reader of it stopped)"
+	takeOwnIdle    = "held under this worker's id with no reader here (a restart of this worker, or a reader of it that stopped)"
 )
 
 // takeReasonCodes are the reasons of a take as the kinesis.lease.reason metric attribute.

@@ -70,7 +70,6 @@ func (r *shardReader) fetch() error {
 	}
 	r.health.lastRead.Store(r.now().UnixNano())
 	r.health.behind.Store(r.behind)
-	r.metrics.behind.Record(context.Background(), r.behind, r.metrics.rec...)
 	if n := len(out.Records); n > 0 {
 		r.lastRead = deref(out.Records[n-1].SequenceNumber)
 		size := 0

@@ -15,17 +15,21 @@ import (
 type Health struct {
 	// Healthy: the Subscriber is open; every shard it reads is reading (a successful
 	// GetRecords within ReadWithin, unless it holds records its handlers have not finished:
-	// a shard waiting on the application has no need to read) and not paused; and, in a
+	// a shard waiting on the application has no need to read), is not stuck (holding, it
+	// delivered a message or saw one acked or nacked within StuckWithin: a handler that
+	// hangs, or a channel nobody drains, stops a shard too) and is not paused; and, in a
 	// consumer group, the lease store answered a lease sync within LeaseSyncWithin.
 	Healthy bool
 	// Problems says what is wrong, one line each, naming stream and shard; empty if Healthy.
 	Problems []string
 	// At is when this was taken, on the Subscriber's Clock.
 	At time.Time
-	// ReadWithin and LeaseSyncWithin are the limits applied: 10 PollIntervals (at least two
-	// RequestTimeouts, as one slow read may take one), and 3 LeaseSyncIntervals (at least one
-	// plus a RequestTimeout, which one slow lease listing may take).
-	ReadWithin, LeaseSyncWithin time.Duration
+	// ReadWithin, StuckWithin and LeaseSyncWithin are the limits applied: a shard reads
+	// within 10 PollIntervals (at least two RequestTimeouts: a read that timed out and its
+	// retry); a shard that holds records its handlers have not finished delivers or sees one
+	// settled within 10 ReadWithins (at least HandoffTimeout); the lease store answers a
+	// lease sync within 3 LeaseSyncIntervals (at least one plus a RequestTimeout).
+	ReadWithin, StuckWithin, LeaseSyncWithin time.Duration
 	// Subscriptions are the Subscriber's open subscriptions, by stream.
 	Subscriptions []SubscriptionHealth
 }
@@ -69,6 +73,9 @@ type ShardHealth struct {
 	// Holding: the reader holds records its handlers have not finished (delivered and not
 	// acked, or not delivered yet).
 	Holding bool
+	// LastProgress is when the reader last delivered a message or saw one acked or nacked
+	// (zero before the first).
+	LastProgress time.Time
 	// Paused: the lease could not be renewed in time; nothing is delivered until a renewal
 	// succeeds (or another worker takes the shard).
 	Paused bool
@@ -79,6 +86,7 @@ type ShardHealth struct {
 type readerHealth struct {
 	started  time.Time    // set before the reader starts; read-only after
 	lastRead atomic.Int64 // UnixNano of the last successful GetRecords, 0 before
+	progress atomic.Int64 // UnixNano of the last turn that delivered or settled a message, 0 before
 	behind   atomic.Int64 // MillisBehindLatest of that read
 	holding  atomic.Bool
 	paused   atomic.Bool
@@ -92,6 +100,9 @@ func (h *readerHealth) snapshot(shardID string, generation int64) ShardHealth {
 	if n := h.lastRead.Load(); n != 0 {
 		s.LastRead = time.Unix(0, n)
 	}
+	if n := h.progress.Load(); n != 0 {
+		s.LastProgress = time.Unix(0, n)
+	}
 	return s
 }
 
@@ -100,9 +111,11 @@ func (h *readerHealth) snapshot(shardID string, generation int64) ShardHealth {
 // store: it reads what the readers and coordinators last recorded.
 func (s *Subscriber) Health() Health {
 	cfg := s.config
+	readWithin := max(10*cfg.PollInterval, 2*cfg.RequestTimeout)
 	h := Health{
 		At:              cfg.Clock.Now(),
-		ReadWithin:      max(10*cfg.PollInterval, 2*cfg.RequestTimeout),
+		ReadWithin:      readWithin,
+		StuckWithin:     max(10*readWithin, cfg.HandoffTimeout),
 		LeaseSyncWithin: max(3*cfg.LeaseSyncInterval, cfg.LeaseSyncInterval+cfg.RequestTimeout),
 	}
 	s.mu.Lock()
@@ -153,9 +166,16 @@ func healthProblems(h Health, closed bool) []string {
 			if last.IsZero() {
 				last = sh.Started
 			}
+			moved := last
+			if sh.LastProgress.After(moved) {
+				moved = sh.LastProgress
+			}
 			switch d := h.At.Sub(last); {
 			case sh.Paused:
 				problems = append(problems, fmt.Sprintf("stream %q, shard %s: paused, its lease was not renewed in time", sub.Stream, sh.ShardID))
+			case sh.Holding && h.At.Sub(moved) > h.StuckWithin:
+				problems = append(problems, fmt.Sprintf("stream %q, shard %s: stuck: holds records, and delivered none and saw none acked for %s (limit %s); is a handler hanging, or the channel not read?",
+					sub.Stream, sh.ShardID, h.At.Sub(moved).Round(time.Millisecond), h.StuckWithin))
 			case !sh.Holding && d > h.ReadWithin:
 				what := "no successful read"
 				if sh.LastRead.IsZero() {

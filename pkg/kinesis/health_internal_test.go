@@ -10,7 +10,7 @@ import (
 func TestHealthProblems(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return at.Add(-d) }
-	base := Health{At: at, ReadWithin: 4 * time.Second, LeaseSyncWithin: 6 * time.Second}
+	base := Health{At: at, ReadWithin: 4 * time.Second, StuckWithin: 40 * time.Second, LeaseSyncWithin: 6 * time.Second}
 	shard := func(mod func(*ShardHealth)) ShardHealth {
 		s := ShardHealth{ShardID: "shardId-000000000001", Started: ago(time.Minute), LastRead: ago(time.Second)}
 		if mod != nil {
@@ -37,7 +37,15 @@ func TestHealthProblems(t *testing.T) {
 		{name: "no read since a start too long ago", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) { s.LastRead = time.Time{} }))},
 			want: []string{"no successful read since the reader started for 1m0s"}},
 		{name: "a new reader not read yet", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) { s.LastRead, s.Started = time.Time{}, ago(time.Second) }))}},
-		{name: "waiting on its handlers needs no read", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) { s.LastRead, s.Holding = ago(time.Hour), true }))}},
+		{name: "waiting on its handlers needs no read", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) {
+			s.LastRead, s.Holding, s.LastProgress = ago(time.Hour), true, ago(30*time.Second)
+		}))}},
+		{name: "holding with no delivery or ack for too long", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) {
+			s.LastRead, s.Holding, s.LastProgress = ago(time.Hour), true, ago(41*time.Second)
+		}))}, want: []string{"shard shardId-000000000001: stuck: holds records, and delivered none and saw none acked for 41s (limit 40s)"}},
+		{name: "holding since a recent read", subs: []SubscriptionHealth{sub("", time.Time{}, shard(func(s *ShardHealth) {
+			s.LastRead, s.Holding = ago(39*time.Second), true
+		}))}},
 		{name: "paused", subs: []SubscriptionHealth{sub("billing", ago(time.Second), shard(func(s *ShardHealth) { s.Paused, s.Holding = true, true }))},
 			want: []string{"shard shardId-000000000001: paused"}},
 		{name: "no lease sync yet", subs: []SubscriptionHealth{sub("billing", time.Time{})},

@@ -29,8 +29,8 @@ func TestSubscriberHealth(t *testing.T) {
 		t.Fatalf("shards %+v, want 4", sub.Shards)
 	}
 	for _, s := range sub.Shards {
-		if s.LastRead.IsZero() || h.At.Sub(s.LastRead) > h.ReadWithin || s.Generation == 0 || s.Paused {
-			t.Errorf("shard %+v at %s: want a recent read, a generation, not paused", s, h.At)
+		if s.LastRead.IsZero() || h.At.Sub(s.LastRead) > h.ReadWithin || s.LastProgress.IsZero() || s.Generation == 0 || s.Paused {
+			t.Errorf("shard %+v at %s: want a recent read, a delivery, a generation, not paused", s, h.At)
 		}
 	}
 	if sub.LastLeaseSync.IsZero() || h.At.Sub(sub.LastLeaseSync) > h.LeaseSyncWithin {

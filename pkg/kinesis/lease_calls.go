@@ -168,14 +168,12 @@ func (r *shardReader) renew() error {
 // logRenewFailed logs a failed renewal that will be tried again. A failure costs nothing as
 // long as a later renewal succeeds before the stop point, so it is INFO, as a failed read is;
 // one that missed the stop point is not logged at all: the pause that follows says so, at
-// WARN. While paused, each retry is DEBUG. A store that keeps failing is an ERROR once, since
-// someone has to look at it.
+// WARN. While paused, each retry is DEBUG. A store that keeps failing is the coordinator's
+// ERROR, once per subscription (its lease syncs fail too), not one per shard.
 func (r *shardReader) logRenewFailed(err error) {
 	r.renewFailures++
 	fields := r.logFields().Add(watermill.LogFields{"failures": r.renewFailures, "err": err})
 	switch {
-	case r.renewFailures == readFailuresBeforeError:
-		r.sub.logger.Error("Renewing the lease keeps failing; is the lease store reachable? Will retry", err, fields)
 	case errors.Is(err, errLeaseStale):
 	case r.paused:
 		r.sub.logger.Debug("Renewing the lease failed while paused; will retry", fields)
@@ -332,14 +330,15 @@ func (r *shardReader) giveUp(reason string) {
 	r.settleAll(r.now()) // the hook may have acked
 	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
 		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
-		if err != nil {
+		switch {
+		case errors.Is(err, lease.ErrLeaseLost):
+			r.logLost(fmt.Errorf("final checkpoint: %w", err))
+			return
+		case err != nil:
 			r.metrics.count(r.metrics.checkpointFailures, 1)
 			warn(r.sub.logger, "Final checkpoint failed; the next owner will redeliver since the last one", err,
 				r.logFields().Add(watermill.LogFields{"sequence_number": seq}))
-			if errors.Is(err, lease.ErrLeaseLost) {
-				return
-			}
-		} else {
+		default:
 			r.metrics.count(r.metrics.checkpoints, 1)
 			r.held, r.saved = &l, seq
 		}

@@ -30,11 +30,14 @@ const systemName = "aws_kinesis"
 // call on them does nothing.
 type subscriberMetrics struct {
 	consumed, bytes, acks, nacks, redeliveries metric.Int64Counter
-	behind                                     metric.Int64Gauge
-	throttles, iteratorRenewals                metric.Int64Counter
-	checkpoints, checkpointFailures            metric.Int64Counter
-	leasesHeld                                 metric.Int64UpDownCounter
-	acquired, handedOver, released, lost       metric.Int64Counter
+	// behind is observed, not recorded: a shard that moved to another worker must stop being
+	// reported here (a recorded gauge keeps its last value for good).
+	behind                               metric.Int64ObservableGauge
+	meter                                metric.Meter
+	throttles, iteratorRenewals          metric.Int64Counter
+	checkpoints, checkpointFailures      metric.Int64Counter
+	leasesHeld                           metric.Int64UpDownCounter
+	acquired, handedOver, released, lost metric.Int64Counter
 }
 
 // instruments creates instruments of one meter, keeping the first error (the others are then
@@ -85,10 +88,11 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 		lost:               in.counter("kinesis.lease.lost", "{lease}", "Leases lost to another worker (fencing)"),
 	}
 	var err error
-	if m.behind, err = in.m.Int64Gauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
-		metric.WithDescription("How far a shard's reader is behind the shard's newest record, as its last GetRecords said")); err != nil {
+	m.meter = in.m
+	if m.behind, err = in.m.Int64ObservableGauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
+		metric.WithDescription("How far each shard read now is behind the shard's newest record, as its last GetRecords said")); err != nil {
 		in.errs = append(in.errs, err)
-		m.behind, _ = noop.NewMeterProvider().Meter(meterName).Int64Gauge("kinesis.consumer.millis_behind_latest")
+		m.behind, _ = noop.NewMeterProvider().Meter(meterName).Int64ObservableGauge("kinesis.consumer.millis_behind_latest")
 	}
 	if m.leasesHeld, err = in.m.Int64UpDownCounter("kinesis.lease.held", metric.WithUnit("{lease}"),
 		metric.WithDescription("Leases this subscriber holds")); err != nil {
@@ -98,13 +102,26 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 	return m, in.err()
 }
 
+// observeBehind registers the callback that reports millis behind latest for the shards that
+// readers() returns at each collection.
+func (m *subscriberMetrics) observeBehind(readers func() []*shardReader) (metric.Registration, error) {
+	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, r := range readers() {
+			if r.health.lastRead.Load() != 0 { // nothing to say before the first read
+				o.ObserveInt64(m.behind, r.health.behind.Load(), r.metrics.obs...)
+			}
+		}
+		return nil
+	}, m.behind)
+}
+
 // shardMetrics are the instruments with one shard's attributes, built once per reader so that
 // a measurement allocates nothing.
 type shardMetrics struct {
 	*subscriberMetrics
 	attrs attribute.Set
 	add   []metric.AddOption
-	rec   []metric.RecordOption
+	obs   []metric.ObserveOption
 }
 
 func (m *subscriberMetrics) forShard(stream, group, shardID string) shardMetrics {
@@ -114,7 +131,7 @@ func (m *subscriberMetrics) forShard(stream, group, shardID string) shardMetrics
 	}
 	set := attribute.NewSet(kv...)
 	opt := metric.WithAttributeSet(set)
-	return shardMetrics{subscriberMetrics: m, attrs: set, add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	return shardMetrics{subscriberMetrics: m, attrs: set, add: []metric.AddOption{opt}, obs: []metric.ObserveOption{opt}}
 }
 
 // count adds n to c for the shard.

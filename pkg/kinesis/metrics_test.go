@@ -167,11 +167,19 @@ func TestMetrics(t *testing.T) {
 	}
 	_ = pub.Close()
 
+	// Millis behind is observed for the shards read now: all four, by w2.
+	if behind := collect(t, reader)["kinesis.consumer.millis_behind_latest"]; len(behind) != 4 {
+		t.Errorf("millis behind latest while w2 reads 4 shards: %d points %v, want 4", len(behind), behind)
+	}
+
 	w.publishing = false
 	w.close(w1)
 	w.close(w2)
 
 	got := collect(t, reader)
+	if behind := got["kinesis.consumer.millis_behind_latest"]; len(behind) != 0 {
+		t.Errorf("millis behind latest after Close: %v, want no shard reported", behind)
+	}
 	var names []string
 	for n := range got {
 		names = append(names, n)
@@ -203,7 +211,6 @@ func TestMetrics(t *testing.T) {
 		{"kinesis.consumer.acks", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},
 		{"kinesis.consumer.nacks", func(v float64) bool { return v == float64(len(nacked)) }, "the messages nacked", []attribute.KeyValue{dest}},
 		{"kinesis.consumer.redeliveries", func(v float64) bool { return v >= float64(len(nacked)) }, ">= the messages nacked", []attribute.KeyValue{dest}},
-		{"kinesis.consumer.millis_behind_latest", func(v float64) bool { return v >= 0 }, "a value per shard", []attribute.KeyValue{dest, shard0}},
 		{"kinesis.consumer.read.throttles", func(v float64) bool { return v == 2 }, "2 (the throttled reads)", []attribute.KeyValue{dest, shard0}},
 		{"kinesis.consumer.iterator.renewals", func(v float64) bool { return v == 1 }, "1 (the expired iterator)", []attribute.KeyValue{dest, shard1}},
 		{"kinesis.checkpoint.writes", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},

@@ -416,6 +416,9 @@ func (p *Publisher) Close() error {
 
 // streamAttrs is the metric attributes of a publish to stream, built once per stream.
 func (p *Publisher) streamAttrs(stream string) metric.MeasurementOption {
+	if validateStreamName(stream) != nil {
+		stream = "(invalid)" // one series for every bad name: no unbounded cache of them
+	}
 	if o, ok := p.attrs.Load(stream); ok {
 		return o.(metric.MeasurementOption)
 	}

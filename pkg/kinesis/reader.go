@@ -71,6 +71,7 @@ type shardReader struct {
 	health      readerHealth // health.go: what Subscriber.Health sees of this reader
 	metrics     shardMetrics // metrics.go: the instruments, with this shard's attributes
 	holding     bool         // health.holding as last stored
+	progressed  bool         // a message went out or was settled since the last turn (health.progress)
 }
 
 // position is where a reader starts: after a sequence number, or at an initial position.
@@ -202,7 +203,8 @@ func (r *shardReader) logLost(err error) {
 		r.sub.logger.Info(msg, fields)
 		return
 	}
-	warn(r.sub.logger, msg+" (another worker took it: this worker's renewals stopped for a while, e.g. a process pause)", nil, fields)
+	warn(r.sub.logger, msg, nil, fields.Add(watermill.LogFields{
+		"why": "another worker owns the lease: this worker did not renew it in time (a process pause?), or took too long to hand it over"}))
 }
 
 // loop carries out decide's steps until the shard is done, the lease is lost or handed over,
@@ -228,6 +230,10 @@ func (r *shardReader) loop() (shardEnded bool, err error) {
 func (r *shardReader) turn(callDone <-chan struct{}) (ended bool, err error) {
 	now := r.now()
 	r.settleWindow(now)
+	if r.progressed {
+		r.progressed = false
+		r.health.progress.Store(now.UnixNano())
+	}
 	if holding := r.buffered() > 0 || len(r.window) > 0; holding != r.holding {
 		r.holding = holding
 		r.health.holding.Store(holding)
@@ -343,6 +349,7 @@ func (r *shardReader) wait(s step, callDone <-chan struct{}) error {
 // sentOffer records that d went out and, with several messages allowed out, has its
 // settlement watched.
 func (r *shardReader) sentOffer(d *delivery) {
+	r.progressed = true
 	r.metrics.count(r.metrics.consumed, 1)
 	if d.state == stateNacked {
 		r.metrics.count(r.metrics.redeliveries, 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -21,6 +22,8 @@ type Subscriber struct {
 	config  SubscriberConfig
 	logger  watermill.LoggerAdapter
 	metrics *subscriberMetrics
+	// behindReg is the millis-behind gauge's callback, unregistered by Close.
+	behindReg metric.Registration
 
 	// mu guards closed, subs and members: Subscribe registers a subscription and Close
 	// cancels every registered one, so none can slip past Close.
@@ -59,7 +62,11 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: creating the subscriber's metrics (MeterProvider): %w", err)
 	}
-	return &Subscriber{config: config, logger: logger, metrics: metrics, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}, nil
+	s := &Subscriber{config: config, logger: logger, metrics: metrics, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}
+	if s.behindReg, err = metrics.observeBehind(s.readers); err != nil {
+		return nil, fmt.Errorf("kinesis: registering the subscriber's millis-behind gauge (MeterProvider): %w", err)
+	}
+	return s, nil
 }
 
 // openLeaseTable opens (and with CreateLeaseTable, creates) the DynamoDB lease table.
@@ -235,6 +242,7 @@ func (s *Subscriber) Close() error {
 		subs = append(subs, sub)
 	}
 	s.mu.Unlock()
+	_ = s.behindReg.Unregister() // fails only for a provider shut down already
 
 	for _, sub := range subs {
 		sub.cancel()
@@ -250,4 +258,15 @@ func (s *Subscriber) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readers is every reader of the Subscriber's open subscriptions, for the metrics callback.
+func (s *Subscriber) readers() []*shardReader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*shardReader
+	for sub := range s.subs {
+		out = append(out, sub.readers.snapshot()...)
+	}
+	return out
 }

@@ -423,9 +423,11 @@ func (r *shardReader) settleAll(now time.Time) {
 func (r *shardReader) settle(d *delivery, now time.Time) bool {
 	select {
 	case <-d.msg.Acked():
+		r.progressed = true
 		r.metrics.count(r.metrics.acks, 1)
 		r.ackedOut(d)
 	case <-d.msg.Nacked():
+		r.progressed = true
 		r.metrics.count(r.metrics.nacks, 1)
 		resendAt := now
 		if s := r.sub.cfg.NackResendSleep; s > 0 {
