@@ -18,8 +18,8 @@ import (
 // BenchmarkEndToEnd moves messages publish -> subscribe -> ack, one message in flight per shard
 // (the default), and reports messages per second. The "ratio" run measures memlog with four
 // shards and Watermill's GoChannel in the same process, one after the other, and reports
-// memlog's rate as a multiple of GoChannel's, which is what DESIGN.md's target is about
-// (at least 2x); absolute rates on a shared machine say little.
+// memlog's rate as a multiple of GoChannel's (row B1 of make bench, BENCHMARKS.md, holds the
+// goal); absolute rates on a shared machine say little.
 func BenchmarkEndToEnd(b *testing.B) {
 	const n = 20000
 	b.Run("gochannel", func(b *testing.B) {
