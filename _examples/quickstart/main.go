@@ -1,27 +1,26 @@
-// Quickstart: a publisher and a Watermill router handler on the in-memory Kinesis (memlog).
-// No AWS account, credentials or network needed:
+// Quickstart: a publisher and a Watermill router handler on a 2-shard stream, with a consumer
+// group. On the in-memory Kinesis (memlog) by default, with no AWS account, credentials or
+// network:
 //
 //	go run ./_examples/quickstart
 //
-// To run against AWS, swap memlog.New for an aws-sdk-go-v2 Kinesis client and the memory
-// lease store for a DynamoDB one; nothing else changes.
+// With AWS_REGION set it runs on Amazon Kinesis and DynamoDB instead, or on local servers with
+// KINESIS_ENDPOINT and DYNAMODB_ENDPOINT (backend.go; README.md).
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
 	"sync/atomic"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	wmkinesis "github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 )
 
 const (
@@ -29,28 +28,34 @@ const (
 	messages = 10
 )
 
-func main() {
-	logger := watermill.NewStdLogger(false, false)
-	kinesisClient := memlog.New(memlog.Config{}) // or kinesis.NewFromConfig(awsConfig)
+// The customers: a partition key's MD5 picks its shard, and these three land on both shards of
+// a 2-shard stream (alice on shard 0, bob and carol on shard 1).
+var customers = []string{"alice", "bob", "carol"}
 
-	publisher, err := kinesis.NewPublisher(kinesis.PublisherConfig{
-		Client:             kinesisClient,
-		CreateStream:       true,
-		CreateStreamShards: 2,
-		// Orders of one customer stay in order: they share a partition key.
-		PartitionKey: kinesis.PartitionKeyFromMetadata("customer"),
-	}, logger)
+func main() {
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	logger := watermill.NewStdLogger(false, false)
+	backend, err := newBackend(ctx) // memlog, or AWS: backend.go
 	if err != nil {
 		log.Fatal(err)
 	}
-	subscriber, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		Client:             kinesisClient,
-		ConsumerGroup:      "billing",
-		LeaseStore:         lease.NewMemoryStore(), // DynamoDB in production
+
+	publisher, err := wmkinesis.NewPublisher(backend.publisher(wmkinesis.PublisherConfig{
 		CreateStream:       true,
 		CreateStreamShards: 2,
-		PollInterval:       50 * time.Millisecond,
-	}, logger)
+		// Orders of one customer stay in order: they share a partition key, hence a shard.
+		PartitionKey: wmkinesis.PartitionKeyFromMetadata("customer"),
+	}), logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+	subscriber, err := wmkinesis.NewSubscriber(backend.subscriber(wmkinesis.SubscriberConfig{
+		ConsumerGroup:      "billing", // checkpoints its progress: a second run resumes
+		CreateStream:       true,
+		CreateStreamShards: 2,
+	}), logger)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,14 +64,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	var handled atomic.Int32
 	router.AddConsumerHandler("bill", stream, subscriber, func(msg *message.Message) error {
-		shard, _ := kinesis.ShardIDFromContext(msg.Context())
-		seq, _ := kinesis.SequenceNumberFromContext(msg.Context())
-		fmt.Printf("handled %s  customer=%s  shard=%s  seq=...%s\n",
+		shard, _ := wmkinesis.ShardIDFromContext(msg.Context())
+		seq, _ := wmkinesis.SequenceNumberFromContext(msg.Context())
+		fmt.Printf("handled %-8s  customer=%-5s  shard=%s  seq=...%s\n",
 			msg.Payload, msg.Metadata.Get("customer"), shard, seq[len(seq)-6:])
 		if handled.Add(1) == messages {
 			stop() // everything arrived: shut down
@@ -78,7 +80,7 @@ func main() {
 		<-router.Running()
 		for i := 1; i <= messages; i++ {
 			msg := message.NewMessage(watermill.NewUUID(), fmt.Appendf(nil, "order-%d", i))
-			msg.Metadata.Set("customer", fmt.Sprintf("customer-%d", i%3))
+			msg.Metadata.Set("customer", customers[(i-1)%len(customers)])
 			if err := publisher.Publish(stream, msg); err != nil {
 				log.Fatal(err)
 			}
