@@ -2,7 +2,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test_all test_short test_race test_stress test_v fmt vet bench bench_go quickstart quickstart_check
+.PHONY: test test_all test_short test_race test_stress test_v fmt vet bench bench_go quickstart examples_check quickstart_check
 
 # Every test: scripts/with-emulators.sh installs (npm ci) and starts kinesalite, dynalite and
 # kinesis-local on 127.0.0.1, runs test_all, and stops them. This is what CI runs (.ci/run).
@@ -10,13 +10,14 @@ test:
 	scripts/with-emulators.sh $(MAKE) test_all
 
 # What `make test` runs once the emulators are up (tests that need them skip without them):
-# everything under -race; Watermill's reconnect test, which is itself racy, without it; the
-# universal suite's stress run; the examples.
+# everything under -race (among them TestLiveExample*, which run the examples on the servers,
+# the consumer group in two processes); Watermill's reconnect test, which is itself racy,
+# without it; the universal suite's stress run; the examples on memlog.
 test_all:
 	$(GO) test -race -count=1 -timeout=20m $(PKGS)
 	$(GO) test -count=1 -timeout=10m -run '^TestLiveReconnect$$' ./tests/
 	$(MAKE) test_stress
-	$(MAKE) quickstart_check
+	$(MAKE) examples_check
 
 test_v:
 	$(GO) test -race -count=1 -timeout=20m -v $(PKGS)
@@ -51,11 +52,22 @@ vet:
 quickstart:
 	$(GO) run ./_examples/quickstart
 
-# The examples must build and run to completion on memlog: no AWS, no network.
-quickstart_check:
-	$(GO) vet ./_examples/quickstart ./_examples/tracing
-	$(GO) run ./_examples/quickstart > /dev/null
-	$(GO) run ./_examples/tracing > /dev/null
+# Every example must build, pass vet and run to completion by itself on memlog: no AWS, no
+# network. AWS_REGION is removed from their environment, since scripts/with-emulators.sh (make
+# test) sets it, and with it they would run on the servers instead.
+EXAMPLES ?= quickstart router consumer-group replay tracing
+# Each ends by itself in a few seconds; timeout (where there is one) stops one that hangs.
+EXAMPLE_TIMEOUT := $(shell command -v timeout >/dev/null 2>&1 && echo timeout 60)
+examples_check:
+	$(GO) vet $(addprefix ./_examples/,$(EXAMPLES))
+	@set -e; log=$$(mktemp); trap 'rm -f "$$log"' EXIT; for e in $(EXAMPLES); do \
+		echo "go run ./_examples/$$e > /dev/null"; \
+		if ! env -u AWS_REGION -u AWS_DEFAULT_REGION $(EXAMPLE_TIMEOUT) $(GO) run ./_examples/$$e > /dev/null 2> "$$log"; then \
+			cat "$$log" >&2; echo "_examples/$$e failed, or did not end within 60 s" >&2; exit 1; \
+		fi; \
+	done
+
+quickstart_check: examples_check
 
 # The seeded simulation of a consumer group (tests/sim) without the race detector: SEEDS seeds
 # (1..SEEDS), one line per failing seed and a summary of how many ran and failed. SIM_MIX picks
