@@ -120,7 +120,7 @@ func main() {
 		propagation.TraceContext{}, propagation.Baggage{}))
 
 	logger := watermill.NopLogger{}
-	kinesisClient := memlog.New(memlog.Config{}) // or kinesis.NewFromConfig(awsConfig)
+	kinesisClient := memlog.New(memlog.Config{}) // on AWS: kinesis.NewFromConfig(awsCfg) of aws-sdk-go-v2/service/kinesis
 	leases := lease.NewMemoryStore()             // DynamoDB in production
 
 	newPublisher := func() message.Publisher {

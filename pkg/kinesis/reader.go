@@ -166,7 +166,9 @@ func (r *shardReader) run() {
 		if !r.paused {   // a pause has told the application already
 			r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
 		}
-	case exit.err != nil && !errors.Is(exit.err, context.Canceled):
+	case exit.err != nil && r.ctx.Err() == nil:
+		// Not a stop: a stop (Close, the Subscribe context's end, cancelled or past its
+		// deadline, the coordinator giving the shard up) ends r.ctx first.
 		r.sub.logger.Error("Shard reader stopped", exit.err, r.logFields())
 	}
 }

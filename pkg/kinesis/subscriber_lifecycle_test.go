@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -253,6 +254,40 @@ func TestSubscriber_SubscribeContextCancel(t *testing.T) {
 			m.Ack()
 		}
 	})
+}
+
+// A Subscribe context that ends by its deadline is a stop like a cancel: the subscription
+// ends, the lease is released, and nothing is logged at ERROR (each shard's reader used to log
+// "Shard reader stopped: context deadline exceeded").
+func TestSubscriber_SubscribeContextDeadlineIsAStop(t *testing.T) {
+	t.Parallel()
+	for _, group := range []string{subGroup, ""} {
+		t.Run("group="+group, func(t *testing.T) {
+			e := newSubEnv(t, 2, nil)
+			logs := watermill.NewCaptureLogger()
+			s, err := kinesis.NewSubscriber(e.config(group), logs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			e.publish(subMsgs(0, 4)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			ch := e.subscribe(s, ctx)
+			subRecvAck(t, ch, 4)
+			subClosed(t, ch) // the deadline ends the subscription
+			if errs := logs.Captured()[watermill.ErrorLogLevel]; len(errs) != 0 {
+				t.Errorf("a Subscribe deadline logged %d ERROR lines, e.g. %q: %v", len(errs), errs[0].Msg, errs[0].Err)
+			}
+			if group != "" {
+				for sh := range 2 {
+					if l := e.lease(group, subShard(sh)); l.Owner != "" {
+						t.Errorf("shard %s still owned by %q after the subscription ended", subShard(sh), l.Owner)
+					}
+				}
+			}
+		})
+	}
 }
 
 // No goroutine outlives Close: with and without a group, several shards, messages in flight,
