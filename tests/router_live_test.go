@@ -1,11 +1,3 @@
-//go:build router_middleware
-
-// This file imports github.com/ThreeDotsLabs/watermill/message/router/middleware, whose
-// package needs two modules go.mod does not list yet (github.com/cenkalti/backoff/v5 for
-// Retry, github.com/sony/gobreaker for CircuitBreaker). Until `go mod tidy` (or `go get
-// github.com/ThreeDotsLabs/watermill/message/router/middleware@v1.5.1`) adds them, the build
-// constraint above keeps the rest of package tests_test building; remove it with that change.
-
 package tests_test
 
 import (
