@@ -315,8 +315,12 @@ func (e *rtShardEvents) list() []string {
 // both are closed.
 func TestLiveRouter_Middleware(t *testing.T) {
 	newLiveEnv(t) // skips without the emulators
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	// The SDK clients' idle keep-alive connections belong to their HTTP transports, which
+	// nobody closes; they are not the driver's goroutines.
+	opts := []goleak.Option{goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop")}
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 	for _, mode := range []struct {
 		name string
 		cfg  func(*kinesis.SubscriberConfig)

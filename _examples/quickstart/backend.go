@@ -2,13 +2,14 @@ package main
 
 // Where the example runs. This file is the same in every example: copy it along with main.go.
 //
-// Without AWS_REGION (or AWS_DEFAULT_REGION) in the environment, the example runs on memlog,
-// the in-memory Kinesis, with an in-memory lease store: no account, no network. With it, on
-// Amazon Kinesis, with consumer groups' leases in a DynamoDB table (-lease-table, or
-// LEASE_TABLE; created if missing) and credentials found as by every AWS SDK
-// (config.LoadDefaultConfig: environment, shared files, AWS_PROFILE, instance role).
-// KINESIS_ENDPOINT and DYNAMODB_ENDPOINT point the clients at local servers, such as the
-// kinesalite and dynalite that scripts/with-emulators.sh starts.
+// By default the example runs on memlog, the in-memory Kinesis, with an in-memory lease store:
+// no account, no network, whatever AWS settings the shell has. It runs on Kinesis, with
+// consumer groups' leases in a DynamoDB table (-lease-table, or LEASE_TABLE; created if
+// missing), when KINESIS_ENDPOINT names a local server (DYNAMODB_ENDPOINT then names the lease
+// table's, as scripts/with-emulators.sh exports both), or, on Amazon Kinesis itself, only with
+// -aws: it creates a stream and a table there, which are billed. Region and credentials are
+// found as by every AWS SDK (config.LoadDefaultConfig: environment, shared files,
+// AWS_PROFILE, instance role).
 
 import (
 	"context"
@@ -27,6 +28,9 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
+var onAWS = flag.Bool("aws", false,
+	"run on Amazon Kinesis and DynamoDB (creates a stream and a lease table there, which are billed); default: memlog, unless KINESIS_ENDPOINT names a local server")
+
 var leaseTable = flag.String("lease-table", envOr("LEASE_TABLE", "watermill-kinesis-examples"),
 	"DynamoDB table of the consumer groups' leases, created if missing (env LEASE_TABLE; AWS only)")
 
@@ -41,13 +45,16 @@ type backend struct {
 }
 
 func newBackend(ctx context.Context) (*backend, error) {
-	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		fmt.Fprintln(os.Stderr, "running on memlog, the in-memory Kinesis (set AWS_REGION to run on Kinesis)")
+	if !*onAWS && os.Getenv("KINESIS_ENDPOINT") == "" {
+		fmt.Fprintln(os.Stderr, "running on memlog, the in-memory Kinesis (-aws, or KINESIS_ENDPOINT for a local server, to run on Kinesis)")
 		return &backend{memlog: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore()}, nil
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("no AWS region: set AWS_REGION (for local servers any region will do, with dummy credentials: AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test)")
 	}
 	b := &backend{aws: &cfg}
 	where := "Kinesis in " + cfg.Region

@@ -87,7 +87,7 @@ func (c *subscription) releaseFinished(l lease.Lease) {
 		return
 	}
 	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
-		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished}))
+		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished, "checkpoint": l.Checkpoint}))
 	c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, l.ShardID).count(c.metrics.released, 1)
 	c.leases[l.ShardID] = released
 }
