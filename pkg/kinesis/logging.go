@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/ThreeDotsLabs/watermill"
 )
@@ -32,39 +33,86 @@ func warn(l watermill.LoggerAdapter, msg string, err error, fields watermill.Log
 }
 
 // NewSlogLogger is watermill.NewSlogLogger with a WARN level (slog.LevelWarn) for the
-// driver's warnings. A nil logger is slog.Default(), as in Watermill.
+// driver's warnings, and its fields in a fixed order: stream, group, worker, shard and
+// generation first, the others by name (Watermill's adapter writes them in map order, so the
+// same line comes out shuffled each time). A nil logger is slog.Default(), as in Watermill.
 func NewSlogLogger(logger *slog.Logger) WarnLogger {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return slogWarnLogger{LoggerAdapter: watermill.NewSlogLogger(logger), slog: logger}
+	return slogWarnLogger{slog: logger}
 }
 
-// slogWarnLogger adds Warn to Watermill's slog adapter; With keeps both in step.
+// slogWarnLogger logs to a *slog.Logger at Watermill's levels (watermill.LevelTrace for
+// Trace) and slog.LevelWarn for Warn.
 type slogWarnLogger struct {
-	watermill.LoggerAdapter
 	slog *slog.Logger
 }
 
 var _ WarnLogger = slogWarnLogger{}
 
-// Warn logs at slog.LevelWarn, with the fields as attributes and err as "error".
+// Error logs at slog.LevelError, with err as "error".
+func (s slogWarnLogger) Error(msg string, err error, fields watermill.LogFields) {
+	s.log(slog.LevelError, msg, err, fields)
+}
+
+// Warn logs at slog.LevelWarn, with err as "error" when not nil.
 func (s slogWarnLogger) Warn(msg string, err error, fields watermill.LogFields) {
-	args := make([]any, 0, 2*len(fields)+2)
-	for k, v := range fields {
-		args = append(args, k, v)
+	s.log(slog.LevelWarn, msg, err, fields)
+}
+
+// Info logs at slog.LevelInfo.
+func (s slogWarnLogger) Info(msg string, fields watermill.LogFields) {
+	s.log(slog.LevelInfo, msg, nil, fields)
+}
+
+// Debug logs at slog.LevelDebug.
+func (s slogWarnLogger) Debug(msg string, fields watermill.LogFields) {
+	s.log(slog.LevelDebug, msg, nil, fields)
+}
+
+// Trace logs at watermill.LevelTrace.
+func (s slogWarnLogger) Trace(msg string, fields watermill.LogFields) {
+	s.log(watermill.LevelTrace, msg, nil, fields)
+}
+
+// With returns a logger that adds fields to every line.
+func (s slogWarnLogger) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return slogWarnLogger{slog: s.slog.With(orderedAttrs(fields)...)}
+}
+
+func (s slogWarnLogger) log(level slog.Level, msg string, err error, fields watermill.LogFields) {
+	ctx := context.Background()
+	if !s.slog.Enabled(ctx, level) {
+		return
 	}
+	args := orderedAttrs(fields)
 	if err != nil {
 		args = append(args, "error", err)
 	}
-	s.slog.Log(context.Background(), slog.LevelWarn, msg, args...)
+	s.slog.Log(ctx, level, msg, args...)
 }
 
-// With returns a logger that adds fields to every line, Warn's included.
-func (s slogWarnLogger) With(fields watermill.LogFields) watermill.LoggerAdapter {
+// leadingFields come first in a line, in this order: what every shard line carries.
+var leadingFields = []string{"stream", "group", "worker", "shard", "generation"}
+
+// orderedAttrs is fields as slog arguments: leadingFields first, then the rest by name.
+func orderedAttrs(fields watermill.LogFields) []any {
 	args := make([]any, 0, 2*len(fields))
-	for k, v := range fields {
-		args = append(args, k, v)
+	for _, k := range leadingFields {
+		if v, ok := fields[k]; ok {
+			args = append(args, k, v)
+		}
 	}
-	return slogWarnLogger{LoggerAdapter: s.LoggerAdapter.With(fields), slog: s.slog.With(args...)}
+	rest := make([]string, 0, len(fields))
+	for k := range fields {
+		if !slices.Contains(leadingFields, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		args = append(args, k, fields[k])
+	}
+	return args
 }
