@@ -21,6 +21,7 @@ const (
 	attrGroup       = attribute.Key("messaging.consumer.group.name")
 	attrOperation   = attribute.Key("messaging.operation.name")
 	attrLeaseReason = attribute.Key("kinesis.lease.reason")
+	attrErrorType   = attribute.Key("error.type")
 )
 
 // systemName is messaging.system for Kinesis (the conventions name none; AWS's SQS is aws_sqs).

@@ -225,7 +225,7 @@ func TestMetrics(t *testing.T) {
 		{"messaging.client.sent.messages", func(v float64) bool { return v == 5 }, "5", []attribute.KeyValue{dest, system, attribute.String("messaging.operation.name", "send")}},
 		{"kinesis.producer.batches", func(v float64) bool { return v >= 2 }, ">= 2 (a retry)", []attribute.KeyValue{dest}},
 		{"kinesis.producer.retries", func(v float64) bool { return v == 2 }, "2 (the rejected entries)", []attribute.KeyValue{dest}},
-		{"kinesis.producer.failures", func(v float64) bool { return v == 1 }, "1 (the missing stream)", []attribute.KeyValue{attribute.String("messaging.destination.name", "no-such-stream")}},
+		{"kinesis.producer.failures", func(v float64) bool { return v == 1 }, "1 (the missing stream)", []attribute.KeyValue{attribute.String("messaging.destination.name", "no-such-stream"), attribute.String("error.type", "stream_not_found")}},
 		{"messaging.client.operation.duration", func(v float64) bool { return v == 1 }, "1 Publish", []attribute.KeyValue{dest}},
 	}
 	for _, c := range checks {
