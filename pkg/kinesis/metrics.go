@@ -41,8 +41,8 @@ type subscriberMetrics struct {
 	acquired, handedOver, released, lost metric.Int64Counter
 }
 
-// instruments creates instruments of one meter, keeping the first error (the others are then
-// no-op instruments, so that a bad name costs its metric, not the subscriber).
+// instruments creates the instruments of one meter and collects their errors, which make
+// NewSubscriber and NewPublisher fail: nothing is measured with a broken instrument.
 type instruments struct {
 	m    metric.Meter
 	errs []error
@@ -57,11 +57,14 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 
 func (in *instruments) counter(name, unit, desc string) metric.Int64Counter {
 	c, err := in.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.keep(err)
+	return c
+}
+
+func (in *instruments) keep(err error) {
 	if err != nil {
 		in.errs = append(in.errs, err)
-		c, _ = noop.NewMeterProvider().Meter(meterName).Int64Counter(name)
 	}
-	return c
 }
 
 func (in *instruments) err() error {
@@ -90,16 +93,12 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 	}
 	var err error
 	m.meter = in.m
-	if m.behind, err = in.m.Int64ObservableGauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
-		metric.WithDescription("How far each shard read now is behind the shard's newest record, as its last GetRecords said")); err != nil {
-		in.errs = append(in.errs, err)
-		m.behind, _ = noop.NewMeterProvider().Meter(meterName).Int64ObservableGauge("kinesis.consumer.millis_behind_latest")
-	}
-	if m.leasesHeld, err = in.m.Int64UpDownCounter("kinesis.lease.held", metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases this subscriber holds")); err != nil {
-		in.errs = append(in.errs, err)
-		m.leasesHeld, _ = noop.NewMeterProvider().Meter(meterName).Int64UpDownCounter("kinesis.lease.held")
-	}
+	m.behind, err = in.m.Int64ObservableGauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
+		metric.WithDescription("How far each shard read now is behind the shard's newest record, as its last GetRecords said"))
+	in.keep(err)
+	m.leasesHeld, err = in.m.Int64UpDownCounter("kinesis.lease.held", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases this subscriber holds"))
+	in.keep(err)
 	return m, in.err()
 }
 
@@ -160,12 +159,10 @@ func newPublisherMetrics(mp metric.MeterProvider) (*publisherMetrics, error) {
 		failures: in.counter("kinesis.producer.failures", "{message}", "Messages a Publish call could not write"),
 	}
 	var err error
-	if m.duration, err = in.m.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
+	m.duration, err = in.m.Float64Histogram("messaging.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of a Publish call, all its PutRecords calls and retries included"),
-		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)); err != nil {
-		in.errs = append(in.errs, err)
-		m.duration, _ = noop.NewMeterProvider().Meter(meterName).Float64Histogram("messaging.client.operation.duration")
-	}
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
+	in.keep(err)
 	return m, in.err()
 }
 
