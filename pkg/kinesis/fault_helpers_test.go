@@ -445,6 +445,19 @@ func (l *fltLogger) of(level string, from, to time.Time) []fltEntry {
 	return out
 }
 
+// matching lists the entries for which keep holds, in order.
+func (l *fltLogger) matching(keep func(fltEntry) bool) []fltEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []fltEntry
+	for _, e := range l.entries {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // countMsg counts the entries at level whose message starts with prefix, in [from, to).
 func (l *fltLogger) countMsg(level, prefix string, from, to time.Time) int {
 	n := 0
@@ -475,6 +488,9 @@ func (a *fltAdapter) add(level, msg string, err error, fields watermill.LogField
 func (a *fltAdapter) Error(msg string, err error, fields watermill.LogFields) {
 	a.add("ERROR", msg, err, fields)
 }
+// fltAdapter has the driver's WARN level.
+var _ kinesis.WarnLogger = (*fltAdapter)(nil)
+
 func (a *fltAdapter) Warn(msg string, err error, fields watermill.LogFields) {
 	a.add("WARN", msg, err, fields)
 }

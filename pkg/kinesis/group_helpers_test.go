@@ -631,7 +631,7 @@ type grpWorker struct {
 	store  *grpStore
 	client *grpClient
 	sub    *kinesis.Subscriber
-	logs   *lineLogger // what the instance logged
+	logs   *fltLogger // what the instance logged (fault_helpers_test.go)
 	done   chan struct{}
 	dead   atomic.Bool // the consumer drops what it receives (a crashed process)
 
@@ -652,7 +652,7 @@ type grpEvent struct {
 // Kinesis client (which a test can make fail) and the SubscriberConfig every instance of
 // these tests uses, with its hooks recorded.
 func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, kinesis.SubscriberConfig) {
-	wk := &grpWorker{w: w, id: id, done: make(chan struct{}), logs: &lineLogger{}}
+	wk := &grpWorker{w: w, id: id, done: make(chan struct{}), logs: &fltLogger{clk: w.clk}}
 	wk.store = &grpStore{inner: w.e.store, w: w, worker: id, gate: make(chan struct{})}
 	wk.client = &grpClient{KinesisAPI: client}
 	return wk, kinesis.SubscriberConfig{
@@ -676,7 +676,7 @@ func (w *grpWorld) start(id string) *grpWorker {
 	w.t.Helper()
 	w.bumpEpoch()
 	wk, cfg := w.newWorker(id, w.e.log)
-	sub, err := kinesis.NewSubscriber(cfg, wk.logs)
+	sub, err := kinesis.NewSubscriber(cfg, wk.logs.worker(id))
 	if err != nil {
 		w.t.Fatalf("NewSubscriber %s: %v", id, err)
 	}

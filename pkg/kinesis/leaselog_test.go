@@ -3,82 +3,15 @@ package kinesis_test
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"go.uber.org/goleak"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 )
-
-// logLine is one line an instance logged.
-type logLine struct {
-	level  string // "ERROR", "WARN", "INFO", "DEBUG", "TRACE"
-	msg    string
-	err    error
-	fields watermill.LogFields
-}
-
-func (l logLine) String() string {
-	return fmt.Sprintf("%s %q err=%v %v", l.level, l.msg, l.err, l.fields)
-}
-
-// lineLogger records every line, with a WARN level (kinesis.WarnLogger).
-type lineLogger struct {
-	mu    sync.Mutex
-	lines []logLine
-	base  watermill.LogFields
-	sink  *lineLogger // the logger that holds the lines; nil for the root
-}
-
-var _ kinesis.WarnLogger = (*lineLogger)(nil)
-
-func (l *lineLogger) root() *lineLogger {
-	if l.sink != nil {
-		return l.sink
-	}
-	return l
-}
-
-func (l *lineLogger) add(level, msg string, err error, fields watermill.LogFields) {
-	r := l.root()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, logLine{level: level, msg: msg, err: err, fields: l.base.Add(fields)})
-}
-
-func (l *lineLogger) Error(msg string, err error, fields watermill.LogFields) {
-	l.add("ERROR", msg, err, fields)
-}
-func (l *lineLogger) Warn(msg string, err error, fields watermill.LogFields) {
-	l.add("WARN", msg, err, fields)
-}
-func (l *lineLogger) Info(msg string, fields watermill.LogFields)  { l.add("INFO", msg, nil, fields) }
-func (l *lineLogger) Debug(msg string, fields watermill.LogFields) { l.add("DEBUG", msg, nil, fields) }
-func (l *lineLogger) Trace(msg string, fields watermill.LogFields) { l.add("TRACE", msg, nil, fields) }
-func (l *lineLogger) With(fields watermill.LogFields) watermill.LoggerAdapter {
-	return &lineLogger{base: l.base.Add(fields), sink: l.root()}
-}
-
-// of returns the lines that pass keep, in order.
-func (l *lineLogger) of(keep func(logLine) bool) []logLine {
-	r := l.root()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []logLine
-	for _, line := range r.lines {
-		if keep(line) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // about keeps the lines at level (any level if "") about shard whose message starts with
 // prefix.
-func about(level, shard, prefix string) func(logLine) bool {
-	return func(l logLine) bool {
+func about(level, shard, prefix string) func(fltEntry) bool {
+	return func(l fltEntry) bool {
 		return (level == "" || l.level == level) && l.fields["shard"] == shard && strings.HasPrefix(l.msg, prefix)
 	}
 }
@@ -97,7 +30,7 @@ func TestGroupLeaseLogLines(t *testing.T) {
 		t.Fatalf("w1 alone owns %v, want all 4 shards", shards)
 	}
 	for _, s := range shards {
-		if got := w1.logs.of(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "free" || got[0].fields["from"] != nil {
+		if got := w1.logs.matching(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "free" || got[0].fields["from"] != nil {
 			t.Errorf("w1 taking free %s logged %v, want one INFO \"Lease taken\" with reason free and no from", s, got)
 		}
 	}
@@ -106,10 +39,10 @@ func TestGroupLeaseLogLines(t *testing.T) {
 	w2 := w.start("w2")
 	w.runUntil("spread over w1 and w2", 4*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
 	for _, s := range w.owned("w2") {
-		if got := w1.logs.of(about("INFO", s, "Lease handed over")); len(got) != 1 || got[0].fields["to"] != "w2" {
+		if got := w1.logs.matching(about("INFO", s, "Lease handed over")); len(got) != 1 || got[0].fields["to"] != "w2" {
 			t.Errorf("w1 handing %s over logged %v, want one INFO \"Lease handed over\" to w2", s, got)
 		}
-		if got := w2.logs.of(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "handed over" || got[0].fields["from"] != "w1" {
+		if got := w2.logs.matching(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "handed over" || got[0].fields["from"] != "w1" {
 			t.Errorf("w2 taking %s by handoff logged %v, want one INFO \"Lease taken\", handed over from w1", s, got)
 		}
 	}
@@ -123,24 +56,24 @@ func TestGroupLeaseLogLines(t *testing.T) {
 	w1.store.setMode(grpPass)
 	w.runUntil("w1 stops reading them", 2*grpSyncInterval, func() bool {
 		for _, s := range victims {
-			if len(w1.logs.of(about("", s, "Lease lost"))) == 0 {
+			if len(w1.logs.matching(about("", s, "Lease lost"))) == 0 {
 				return false
 			}
 		}
 		return true
 	})
 	for _, s := range victims {
-		warns := w1.logs.of(about("WARN", s, ""))
+		warns := w1.logs.matching(about("WARN", s, ""))
 		if len(warns) != 1 || !strings.HasPrefix(warns[0].msg, "Lease not renewed in time; deliveries paused") {
 			t.Errorf("w1, paused, logged %v at WARN about %s; want the one pause", warns, s)
 		}
 		// Found at a lease sync, the line names the new owner; found by a refused write, the
 		// store's answer does not say.
-		if got := w1.logs.of(about("", s, "Lease lost")); len(got) != 1 || got[0].level != "INFO" ||
+		if got := w1.logs.matching(about("", s, "Lease lost")); len(got) != 1 || got[0].level != "INFO" ||
 			(got[0].fields["to"] != nil && got[0].fields["to"] != "w2") || !strings.Contains(fmt.Sprint(got[0].fields["reason"]), "lease lost") {
 			t.Errorf("w1 losing %s logged %v, want one INFO \"Lease lost\" (the pause was the WARN)", s, got)
 		}
-		if got := w2.logs.of(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "expired: its owner stopped renewing it" || got[0].fields["from"] != "w1" {
+		if got := w2.logs.matching(about("INFO", s, "Lease taken")); len(got) != 1 || got[0].fields["reason"] != "expired: its owner stopped renewing it" || got[0].fields["from"] != "w1" {
 			t.Errorf("w2 taking %s from the paused w1 logged %v, want one INFO \"Lease taken\", expired, from w1", s, got)
 		}
 	}
@@ -149,15 +82,15 @@ func TestGroupLeaseLogLines(t *testing.T) {
 	w.close(w1)
 	w.close(w2)
 	for _, s := range shards {
-		if got := w2.logs.of(about("INFO", s, "Lease released")); len(got) != 1 || got[0].fields["reason"] != "subscription closing" {
+		if got := w2.logs.matching(about("INFO", s, "Lease released")); len(got) != 1 || got[0].fields["reason"] != "subscription closing" {
 			t.Errorf("w2 closing logged %v about %s, want one INFO \"Lease released\" (subscription closing)", got, s)
 		}
 	}
 	for _, wk := range []*grpWorker{w1, w2} {
-		for _, l := range wk.logs.of(func(l logLine) bool { return l.level == "ERROR" }) {
+		for _, l := range wk.logs.matching(func(l fltEntry) bool { return l.level == "ERROR" }) {
 			t.Errorf("%s logged an ERROR in a takeover that needs nobody: %v", wk.id, l)
 		}
-		for _, l := range wk.logs.of(func(l logLine) bool { return l.fields["shard"] != nil && l.level != "DEBUG" && l.level != "TRACE" }) {
+		for _, l := range wk.logs.matching(func(l fltEntry) bool { return l.fields["shard"] != nil && l.level != "DEBUG" && l.level != "TRACE" }) {
 			for _, f := range []string{"stream", "group", "worker", "generation"} {
 				if l.fields[f] == nil {
 					t.Errorf("%s's line about a shard has no %s: %v", wk.id, f, l)
@@ -167,7 +100,7 @@ func TestGroupLeaseLogLines(t *testing.T) {
 	}
 	if t.Failed() {
 		for _, wk := range []*grpWorker{w1, w2} {
-			for _, l := range wk.logs.of(func(l logLine) bool { return l.level != "DEBUG" && l.level != "TRACE" }) {
+			for _, l := range wk.logs.matching(func(l fltEntry) bool { return l.level != "DEBUG" && l.level != "TRACE" }) {
 				t.Logf("%s: %v", wk.id, l)
 			}
 		}
