@@ -63,10 +63,12 @@ func newMemlog(shards int32, group string) pubSubFactory {
 		cfg := kinesis.SubscriberConfig{
 			Client: log, CreateStream: true, CreateStreamShards: shards,
 			PollInterval: time.Millisecond, MinReadInterval: time.Microsecond,
-			ConsumerGroup: group,
+			Group: kinesis.GroupConfig{
+				Name: group,
+			},
 		}
 		if group != "" {
-			cfg.LeaseStore = lease.NewMemoryStore()
+			cfg.Group.LeaseStore = lease.NewMemoryStore()
 		}
 		sub, err := kinesis.NewSubscriber(cfg, nil)
 		if err != nil {

@@ -146,11 +146,13 @@ func TestLiveFault_LeaseTableMissing(t *testing.T) {
 	table := itName("missing-leases")
 	start := time.Now()
 	_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		AWSConfig:       &awsCfg,
-		KinesisOptions:  []func(*awskinesis.Options){env.kinesisOptions},
-		ConsumerGroup:   itName("group"),
-		LeaseTable:      table,
-		DynamoDBOptions: []func(*dynamodb.Options){env.dynamoDBOptions},
+		AWSConfig:      &awsCfg,
+		KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
+		Group: kinesis.GroupConfig{
+			Name:            itName("group"),
+			LeaseTable:      table,
+			DynamoDBOptions: []func(*dynamodb.Options){env.dynamoDBOptions},
+		},
 	}, nil)
 	ftCheckErr(t, "NewSubscriber with a missing lease table", err, time.Since(start), table)
 	if !errors.Is(err, lease.ErrTableNotFound) {
@@ -160,7 +162,7 @@ func TestLiveFault_LeaseTableMissing(t *testing.T) {
 		t.Errorf("the error does not name the option that creates the table: %v", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), "CreateLeaseTable") {
-		t.Logf("note: the error names DynamoDBConfig.CreateTable, not SubscriberConfig.CreateLeaseTable, the option this user set LeaseTable next to")
+		t.Logf("note: the error names DynamoDBConfig.CreateTable, not SubscriberConfig.Group.CreateLeaseTable, the option this user set LeaseTable next to")
 	}
 }
 
@@ -179,7 +181,7 @@ func TestLiveFault_StreamMissing(t *testing.T) {
 		t.Run("Subscribe/"+name, func(t *testing.T) {
 			cfg := itSubscriberConfig(env.kinesisClient(), nil, group, "")
 			if group != "" {
-				cfg.LeaseStore = store
+				cfg.Group.LeaseStore = store
 			}
 			sub, err := kinesis.NewSubscriber(cfg, nil)
 			if err != nil {
@@ -237,7 +239,7 @@ func TestLiveFault_EndpointRefusedAtStart(t *testing.T) {
 		t.Run("Kinesis/Subscribe/"+tc.name, func(t *testing.T) {
 			cfg := itSubscriberConfig(tc.client, nil, tc.group, "")
 			if tc.group != "" {
-				cfg.LeaseStore = store
+				cfg.Group.LeaseStore = store
 			}
 			cfg.CreateStream = tc.create
 			sub, err := kinesis.NewSubscriber(cfg, nil)
@@ -272,12 +274,14 @@ func TestLiveFault_EndpointRefusedAtStart(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-					AWSConfig:        &awsCfg,
-					KinesisOptions:   []func(*awskinesis.Options){env.kinesisOptions},
-					ConsumerGroup:    itName("group"),
-					LeaseTable:       table,
-					CreateLeaseTable: create,
-					DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(dead)},
+					AWSConfig:      &awsCfg,
+					KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
+					Group: kinesis.GroupConfig{
+						Name:             itName("group"),
+						LeaseTable:       table,
+						CreateLeaseTable: create,
+						DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(dead)},
+					},
 				}, nil)
 				done <- err
 			}()
@@ -329,7 +333,7 @@ func TestLiveFault_CredentialsRejected(t *testing.T) {
 		t.Run("Kinesis/Subscribe/"+tc.name, func(t *testing.T) {
 			cfg := itSubscriberConfig(ftKinesisAt(env.awsConfig, endpoint), nil, tc.group, "")
 			if tc.group != "" {
-				cfg.LeaseStore = store
+				cfg.Group.LeaseStore = store
 			}
 			cfg.CreateStream = tc.create
 			sub, err := kinesis.NewSubscriber(cfg, nil)
@@ -371,12 +375,14 @@ func TestLiveFault_CredentialsRejected(t *testing.T) {
 			before := requests.Load()
 			start := time.Now()
 			_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-				AWSConfig:        &awsCfg,
-				KinesisOptions:   []func(*awskinesis.Options){env.kinesisOptions},
-				ConsumerGroup:    itName("group"),
-				LeaseTable:       table,
-				CreateLeaseTable: create,
-				DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(endpoint)},
+				AWSConfig:      &awsCfg,
+				KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
+				Group: kinesis.GroupConfig{
+					Name:             itName("group"),
+					LeaseTable:       table,
+					CreateLeaseTable: create,
+					DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(endpoint)},
+				},
 			}, nil)
 			ftCheckErr(t, "NewSubscriber", err, time.Since(start), table, wantText)
 			t.Logf("NewSubscriber sent %d request(s)", requests.Load()-before)
@@ -697,11 +703,11 @@ func TestLiveFault_DynamoDBRefusedMidRun(t *testing.T) {
 
 	cfg := itSubscriberConfig(env.kinesisClient(), nil, group, worker)
 	cfg.AWSConfig = &awsCfg
-	cfg.LeaseTable = table
-	cfg.CreateLeaseTable = true
-	cfg.DynamoDBOptions = []func(*dynamodb.Options){ftDynamoDBOption(proxy.endpoint())}
-	cfg.LeaseDuration = time.Second
-	cfg.LeaseRenewInterval = 250 * time.Millisecond
+	cfg.Group.LeaseTable = table
+	cfg.Group.CreateLeaseTable = true
+	cfg.Group.DynamoDBOptions = []func(*dynamodb.Options){ftDynamoDBOption(proxy.endpoint())}
+	cfg.Group.LeaseDuration = time.Second
+	cfg.Group.LeaseRenewInterval = 250 * time.Millisecond
 	sub, ch := itSubscribe(t, cfg, logs, stream)
 	col := itCollect(ch, -1)
 
@@ -746,7 +752,7 @@ func TestLiveFault_DynamoDBRefusedMidRun(t *testing.T) {
 	// Keep DynamoDB away for longer than LeaseDuration all told; nothing may be delivered
 	// meanwhile, as no reader could renew its lease. This window is an observation,
 	// not a synchronisation: no event marks "nothing happened".
-	quiet := time.NewTimer(cfg.LeaseDuration)
+	quiet := time.NewTimer(cfg.Group.LeaseDuration)
 	<-quiet.C
 	deliveredWhileStopped := col.total() - quietFrom
 	proxy.start()
@@ -768,13 +774,13 @@ func TestLiveFault_DynamoDBRefusedMidRun(t *testing.T) {
 		firstSet[u] = true
 	}
 	t.Logf("DynamoDB outage: proxy down %s; readers paused %s after it began (LeaseDuration %s); %d delivered before they paused, %d while paused; all 100 delivered %s after restart; %d deliveries, %d distinct, %d redelivered (%d messages); %d renewal failures and %d lines with connection refused logged, e.g. %v / %v; took %s",
-		downFor.Round(time.Millisecond), stoppedAfter.Round(time.Millisecond), cfg.LeaseDuration, len(beforeStop), deliveredWhileStopped,
+		downFor.Round(time.Millisecond), stoppedAfter.Round(time.Millisecond), cfg.Group.LeaseDuration, len(beforeStop), deliveredWhileStopped,
 		recoveredIn.Round(time.Millisecond), n, distinct, dups, len(redelivered), len(renewFailed), len(refused)-1, stopped[0], refused[0], time.Since(start).Round(time.Millisecond))
 	if deliveredWhileStopped != 0 {
 		t.Errorf("%d messages delivered while no lease could be renewed", deliveredWhileStopped)
 	}
-	if stoppedAfter > cfg.LeaseDuration {
-		t.Errorf("the readers stopped %s after DynamoDB went away; they must stop within LeaseDuration (%s)", stoppedAfter, cfg.LeaseDuration)
+	if stoppedAfter > cfg.Group.LeaseDuration {
+		t.Errorf("the readers stopped %s after DynamoDB went away; they must stop within LeaseDuration (%s)", stoppedAfter, cfg.Group.LeaseDuration)
 	}
 	if len(first)+len(second)+len(third) != 100 || distinct != 100+len(sentinels) {
 		t.Errorf("%d distinct messages delivered, want %d", distinct, 100+len(sentinels))

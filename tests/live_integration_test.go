@@ -183,16 +183,18 @@ func itPublishSentinels(t testing.TB, pub message.Publisher, stream string, shar
 // intervals.
 func itSubscriberConfig(client kinesis.KinesisAPI, store lease.Store, group, worker string) kinesis.SubscriberConfig {
 	return kinesis.SubscriberConfig{
-		Client:             client,
-		ConsumerGroup:      group,
-		LeaseStore:         store,
-		WorkerID:           worker,
-		PollInterval:       50 * time.Millisecond,
-		MinReadInterval:    10 * time.Millisecond,
-		NackResendSleep:    10 * time.Millisecond,
-		LeaseSyncInterval:  100 * time.Millisecond,
-		CheckpointInterval: 100 * time.Millisecond,
-		CloseTimeout:       20 * time.Second,
+		Client: client,
+		Group: kinesis.GroupConfig{
+			Name:               group,
+			LeaseStore:         store,
+			WorkerID:           worker,
+			LeaseSyncInterval:  100 * time.Millisecond,
+			CheckpointInterval: 100 * time.Millisecond,
+		},
+		PollInterval:    50 * time.Millisecond,
+		MinReadInterval: 10 * time.Millisecond,
+		NackResendSleep: 10 * time.Millisecond,
+		CloseTimeout:    20 * time.Second,
 	}
 }
 
@@ -598,7 +600,7 @@ func TestLiveIntegration_TwoGroupsEachGetEverything(t *testing.T) {
 }
 
 // TestLiveIntegration_SharedLeaseTableKeepsGroupsAndStreamsApart: two streams and two groups
-// on one lease table (opened through SubscriberConfig.LeaseTable); each (group, stream) gets
+// on one lease table (opened through SubscriberConfig.Group.LeaseTable); each (group, stream) gets
 // exactly its stream's messages, and its leases name only its own shards, owner and
 // checkpoints.
 func TestLiveIntegration_SharedLeaseTableKeepsGroupsAndStreamsApart(t *testing.T) {
@@ -626,9 +628,9 @@ func TestLiveIntegration_SharedLeaseTableKeepsGroupsAndStreamsApart(t *testing.T
 		cfg := itSubscriberConfig(nil, nil, g, workers[g])
 		cfg.AWSConfig = &awsCfg
 		cfg.KinesisOptions = []func(*awskinesis.Options){env.kinesisOptions}
-		cfg.LeaseTable = table
-		cfg.CreateLeaseTable = true
-		cfg.DynamoDBOptions = []func(*dynamodb.Options){env.dynamoDBOptions}
+		cfg.Group.LeaseTable = table
+		cfg.Group.CreateLeaseTable = true
+		cfg.Group.DynamoDBOptions = []func(*dynamodb.Options){env.dynamoDBOptions}
 		sub, err := kinesis.NewSubscriber(cfg, nil)
 		if err != nil {
 			t.Fatalf("NewSubscriber (group %s): %v", g, err)
@@ -729,18 +731,20 @@ func TestLiveIntegration_ConfigFromAWSConfig(t *testing.T) {
 	group := itName("group")
 
 	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		AWSConfig:          &awsCfg,
-		KinesisOptions:     []func(*awskinesis.Options){env.kinesisOptions},
-		ConsumerGroup:      group,
-		LeaseTable:         table,
-		CreateLeaseTable:   true,
-		DynamoDBOptions:    []func(*dynamodb.Options){env.dynamoDBOptions},
+		AWSConfig:      &awsCfg,
+		KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
+		Group: kinesis.GroupConfig{
+			Name:               group,
+			LeaseTable:         table,
+			CreateLeaseTable:   true,
+			DynamoDBOptions:    []func(*dynamodb.Options){env.dynamoDBOptions},
+			LeaseSyncInterval:  100 * time.Millisecond,
+			CheckpointInterval: 100 * time.Millisecond,
+		},
 		CreateStream:       true,
 		CreateStreamShards: 2,
 		PollInterval:       50 * time.Millisecond,
 		MinReadInterval:    10 * time.Millisecond,
-		LeaseSyncInterval:  100 * time.Millisecond,
-		CheckpointInterval: 100 * time.Millisecond,
 	}, nil)
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)

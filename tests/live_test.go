@@ -213,7 +213,7 @@ func TestLiveDynamoDBCallsAtDefaults(t *testing.T) {
 	}
 	before, _ := calls.summary()
 	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		Client: client, ConsumerGroup: "calls", LeaseStore: store, MinReadInterval: 10 * time.Millisecond,
+		Client: client, Group: kinesis.GroupConfig{Name: "calls", LeaseStore: store}, MinReadInterval: 10 * time.Millisecond,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

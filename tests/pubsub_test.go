@@ -37,19 +37,21 @@ func newBackend(shards int32) *backend {
 // how soon a released lease is taken; delivery semantics are the defaults'.
 func (b *backend) subscriberConfig(group string) kinesis.SubscriberConfig {
 	cfg := kinesis.SubscriberConfig{
-		Client:             b.client,
-		ConsumerGroup:      group,
+		Client: b.client,
+		Group: kinesis.GroupConfig{
+			Name:               group,
+			LeaseSyncInterval:  100 * time.Millisecond,
+			CheckpointInterval: 100 * time.Millisecond,
+		},
 		CreateStream:       true,
 		CreateStreamShards: b.shards,
 		Unmarshaler:        b.unmarshaler,
 		PollInterval:       b.pollInterval,
 		MinReadInterval:    time.Millisecond,
 		NackResendSleep:    10 * time.Millisecond,
-		LeaseSyncInterval:  100 * time.Millisecond,
-		CheckpointInterval: 100 * time.Millisecond,
 	}
 	if group != "" {
-		cfg.LeaseStore = b.leases
+		cfg.Group.LeaseStore = b.leases
 	}
 	return cfg
 }

@@ -344,19 +344,23 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 	var consumers sync.WaitGroup
 	for i := range sc.instances {
 		sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-			Client:             sc.api,
-			ConsumerGroup:      group,
-			LeaseStore:         sc.leases,
-			WorkerID:           fmt.Sprintf("instance-%d", i),
-			PollInterval:       20 * time.Millisecond,
-			MinReadInterval:    time.Millisecond,
-			CheckpointInterval: 100 * time.Millisecond,
-			LeaseDuration:      3 * time.Second,
-			LeaseSyncInterval:  100 * time.Millisecond,
-			ShardSyncInterval:  time.Second,
-			HandoffTimeout:     2 * time.Second,
-			OnShardLost:        func(ev kinesis.ShardEvent) { ledger.stopped(i, ev, true) },
-			OnShardRevoked:     func(ev kinesis.ShardEvent) { ledger.stopped(i, ev, false) },
+			Client: sc.api,
+			Group: kinesis.GroupConfig{
+				Name:               group,
+				LeaseStore:         sc.leases,
+				WorkerID:           fmt.Sprintf("instance-%d", i),
+				CheckpointInterval: 100 * time.Millisecond,
+				LeaseDuration:      3 * time.Second,
+				LeaseSyncInterval:  100 * time.Millisecond,
+				HandoffTimeout:     2 * time.Second,
+				Hooks: kinesis.ShardHooks{
+					OnLost:    func(ev kinesis.ShardEvent) { ledger.stopped(i, ev, true) },
+					OnRevoked: func(ev kinesis.ShardEvent) { ledger.stopped(i, ev, false) },
+				},
+			},
+			PollInterval:      20 * time.Millisecond,
+			MinReadInterval:   time.Millisecond,
+			ShardSyncInterval: time.Second,
 		}, logger)
 		if err != nil {
 			t.Fatal(err)

@@ -401,10 +401,10 @@ func (r *rtRig) publisher(t *testing.T) *kinesis.Publisher {
 func (r *rtRig) subscriber(t *testing.T, worker string, events *rtShardEvents, configure func(*kinesis.SubscriberConfig)) *kinesis.Subscriber {
 	t.Helper()
 	cfg := itSubscriberConfig(r.env.kinesisClient(), r.store, r.group, worker)
-	cfg.LeaseDuration = rtLeaseDuration
-	cfg.OnShardAcquired = events.record("acquired")
-	cfg.OnShardRevoked = events.record("revoked")
-	cfg.OnShardLost = events.record("lost")
+	cfg.Group.LeaseDuration = rtLeaseDuration
+	cfg.Group.Hooks.OnAcquired = events.record("acquired")
+	cfg.Group.Hooks.OnRevoked = events.record("revoked")
+	cfg.Group.Hooks.OnLost = events.record("lost")
 	configure(&cfg)
 	sub, err := kinesis.NewSubscriber(cfg, r.logger)
 	if err != nil {
@@ -558,7 +558,7 @@ func rtRunScenario(t *testing.T, mode string, configure func(*kinesis.Subscriber
 	// handoff (lease.PlanShare); it takes the lease only if the lease expires, i.e. if the
 	// owner stops renewing it for LeaseDuration. Anything it receives is a lease move.
 	standbyCfg := itSubscriberConfig(r.env.kinesisClient(), store, group, standbyWorker)
-	standbyCfg.LeaseDuration = rtLeaseDuration
+	standbyCfg.Group.LeaseDuration = rtLeaseDuration
 	standby, standbyCh := itSubscribe(t, standbyCfg, r.logger, inStream)
 	standbyInbox := rtRead(standbyCh)
 

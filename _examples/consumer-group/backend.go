@@ -84,11 +84,11 @@ func (b *backend) publisher(cfg wmkinesis.PublisherConfig) wmkinesis.PublisherCo
 // subscriber returns cfg with its connection to Kinesis and, for a consumer group, to the
 // lease store.
 func (b *backend) subscriber(cfg wmkinesis.SubscriberConfig) wmkinesis.SubscriberConfig {
-	grouped := cfg.ConsumerGroup != ""
+	grouped := cfg.Group.Name != ""
 	if b.onMemlog() {
 		cfg.Client = b.memlog
 		if grouped {
-			cfg.LeaseStore = b.leases
+			cfg.Group.LeaseStore = b.leases
 		}
 		if cfg.PollInterval == 0 {
 			cfg.PollInterval = 50 * time.Millisecond // memlog has no read limits: poll it often
@@ -97,7 +97,7 @@ func (b *backend) subscriber(cfg wmkinesis.SubscriberConfig) wmkinesis.Subscribe
 	}
 	cfg.AWSConfig, cfg.KinesisOptions = b.aws, b.kinesisOptions
 	if grouped {
-		cfg.LeaseTable, cfg.CreateLeaseTable, cfg.DynamoDBOptions = *leaseTable, true, b.dynamoDBOptions
+		cfg.Group.LeaseTable, cfg.Group.CreateLeaseTable, cfg.Group.DynamoDBOptions = *leaseTable, true, b.dynamoDBOptions
 	}
 	return cfg
 }

@@ -1,4 +1,4 @@
-// Consumer group: instances with the same ConsumerGroup share a stream's shards through leases.
+// Consumer group: instances with the same Group.Name share a stream's shards through leases.
 // Start it in two terminals, on the emulators or AWS (README.md), and watch the shards spread,
 // and move when one instance stops:
 //
@@ -68,14 +68,16 @@ func main() {
 // after each message.
 func runInstance(ctx context.Context, backend *backend, logger watermill.LoggerAdapter, workerID string, handled func(shard string)) error {
 	sub, err := wmkinesis.NewSubscriber(backend.subscriber(wmkinesis.SubscriberConfig{
-		ConsumerGroup:      *group,
-		WorkerID:           workerID,
+		Group: wmkinesis.GroupConfig{
+			Name:     *group,
+			WorkerID: workerID,
+			// Quicker than the defaults (10 s, 2 s, 10 s), so that shards move within seconds.
+			LeaseDuration:     3 * time.Second,
+			LeaseSyncInterval: 500 * time.Millisecond,
+			HandoffTimeout:    3 * time.Second,
+		},
 		CreateStream:       true,
 		CreateStreamShards: 2,
-		// Quicker than the defaults (10 s, 2 s, 10 s), so that shards move within seconds.
-		LeaseDuration:     3 * time.Second,
-		LeaseSyncInterval: 500 * time.Millisecond,
-		HandoffTimeout:    3 * time.Second,
 	}), logger)
 	if err != nil {
 		return err

@@ -52,7 +52,9 @@ func main() {
 		log.Fatal(err)
 	}
 	subscriber, err := wmkinesis.NewSubscriber(backend.subscriber(wmkinesis.SubscriberConfig{
-		ConsumerGroup:      "billing", // checkpoints its progress: a second run resumes
+		Group: wmkinesis.GroupConfig{
+			Name: "billing", // checkpoints its progress: a second run resumes
+		},
 		CreateStream:       true,
 		CreateStreamShards: 2,
 	}), logger)

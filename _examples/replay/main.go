@@ -58,9 +58,11 @@ func main() {
 	publishBatch(publisher, batchSize+1)
 
 	subscriber, err := wmkinesis.NewSubscriber(backend.subscriber(wmkinesis.SubscriberConfig{
-		// A group's checkpoints win over InitialPosition, so the replay needs a group of its own:
-		// a new name each run.
-		ConsumerGroup:   fmt.Sprintf("replay-%d", from.UnixMilli()),
+		Group: wmkinesis.GroupConfig{
+			// A group's checkpoints win over InitialPosition, so the replay needs a group of its own:
+			// a new name each run.
+			Name: fmt.Sprintf("replay-%d", from.UnixMilli()),
+		},
 		InitialPosition: wmkinesis.Position{Type: wmkinesis.AtTimestamp, Timestamp: from},
 	}), logger)
 	if err != nil {

@@ -56,7 +56,7 @@ func main() {
 	}
 	subscriber := func(group string) message.Subscriber {
 		sub, err := wmkinesis.NewSubscriber(backend.subscriber(wmkinesis.SubscriberConfig{
-			ConsumerGroup: group, CreateStream: true,
+			Group: wmkinesis.GroupConfig{Name: group}, CreateStream: true,
 		}), logger)
 		if err != nil {
 			log.Fatal(err)

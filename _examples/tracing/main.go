@@ -134,7 +134,7 @@ func main() {
 	}
 	newSubscriber := func() message.Subscriber {
 		sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-			Client: kinesisClient, ConsumerGroup: "tracing-example", LeaseStore: leases,
+			Client: kinesisClient, Group: kinesis.GroupConfig{Name: "tracing-example", LeaseStore: leases},
 			CreateStream: true, CreateStreamShards: 2, PollInterval: 50 * time.Millisecond,
 		}, logger)
 		if err != nil {

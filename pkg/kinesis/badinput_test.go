@@ -175,7 +175,7 @@ func biCloseTwice(c interface{ Close() error }) error {
 const (
 	biPubNoClient = "kinesis: PublisherConfig.Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig"
 	biSubNoClient = "kinesis: SubscriberConfig.Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig"
-	biNoStore     = `kinesis: SubscriberConfig.LeaseStore is nil and LeaseTable is empty but ConsumerGroup "billing" is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)`
+	biNoStore     = `kinesis: SubscriberConfig.Group.LeaseStore is nil and Group.LeaseTable is empty but Group.Name "billing" is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)`
 	biBadChars    = "; Kinesis allows only letters, digits, '_', '.' and '-'"
 	biNotFound    = `kinesis: stream not found: "nope" (create it, or set CreateStream in the config): ResourceNotFoundException: Stream nope under account 000000000000 not found.`
 )
@@ -348,19 +348,22 @@ func biRows() []biRow {
 		{name: "SubscriberConfig: Client is a typed nil *memlog.Log",
 			call:  biNewSubscriber(func(*biWorld) kinesis.SubscriberConfig { return kinesis.SubscriberConfig{Client: (*memlog.Log)(nil)} }),
 			lines: []string{"kinesis: SubscriberConfig.Client is a nil *memlog.Log; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig"}},
-		{name: "SubscriberConfig: ConsumerGroup without LeaseStore or LeaseTable",
-			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.ConsumerGroup = "billing" })),
+		{name: "SubscriberConfig: Group.Name without LeaseStore or LeaseTable",
+			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.Group.Name = "billing" })),
 			lines: []string{biNoStore}},
-		{name: "SubscriberConfig: LeaseTable without AWSConfig",
+		{name: "SubscriberConfig: Group.LeaseTable without AWSConfig",
 			call: biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) {
-				c.ConsumerGroup, c.LeaseTable = "billing", "leases"
+				c.Group.Name, c.Group.LeaseTable = "billing", "leases"
 			})),
-			lines: []string{`kinesis: SubscriberConfig.LeaseTable "leases" is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass LeaseStore: lease.NewDynamoDBStore)`}},
-		{name: "SubscriberConfig: LeaseStore is a typed nil *lease.MemoryStore",
+			lines: []string{`kinesis: SubscriberConfig.Group.LeaseTable "leases" is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass Group.LeaseStore: lease.NewDynamoDBStore)`}},
+		{name: "SubscriberConfig: Group.LeaseStore is a typed nil *lease.MemoryStore",
 			call: biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) {
-				c.ConsumerGroup, c.LeaseStore = "billing", (*lease.MemoryStore)(nil)
+				c.Group.Name, c.Group.LeaseStore = "billing", (*lease.MemoryStore)(nil)
 			})),
-			lines: []string{"kinesis: SubscriberConfig.LeaseStore is a nil *lease.MemoryStore; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set LeaseTable"}},
+			lines: []string{"kinesis: SubscriberConfig.Group.LeaseStore is a nil *lease.MemoryStore; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set Group.LeaseTable"}},
+		{name: "SubscriberConfig: Group.LeaseStore without Group.Name",
+			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.Group.LeaseStore = lease.NewMemoryStore() })),
+			lines: []string{"kinesis: SubscriberConfig.Group.Name is empty but Group.LeaseStore is set; a lease store serves a consumer group: name the group in Group.Name, or leave the store unset to read every shard without leases"}},
 		{name: "SubscriberConfig: GetRecordsLimit -1",
 			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = -1 })),
 			lines: []string{"kinesis: SubscriberConfig.GetRecordsLimit is -1; Kinesis allows 1 to 10000"}},
@@ -396,24 +399,26 @@ func biRows() []biRow {
 			call: biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.NackResendSleep = kinesis.NoSleep }))},
 		{name: "SubscriberConfig: LeaseRenewInterval equal to LeaseDuration",
 			call: biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) {
-				c.LeaseDuration, c.LeaseRenewInterval = 3*time.Second, 3*time.Second
+				c.Group.LeaseDuration, c.Group.LeaseRenewInterval = 3*time.Second, 3*time.Second
 			})),
-			lines: []string{"kinesis: SubscriberConfig.LeaseRenewInterval (3s) must be shorter than LeaseDuration (3s), or the lease expires between renewals"}},
+			lines: []string{"kinesis: SubscriberConfig.Group.LeaseRenewInterval (3s) must be shorter than Group.LeaseDuration (3s), or the lease expires between renewals"}},
 		{name: "SubscriberConfig: LeaseRenewInterval 1m above the default LeaseDuration",
-			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.LeaseRenewInterval = time.Minute })),
-			lines: []string{"kinesis: SubscriberConfig.LeaseRenewInterval (1m0s) must be shorter than LeaseDuration (10s), or the lease expires between renewals"}},
+			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.Group.LeaseRenewInterval = time.Minute })),
+			lines: []string{"kinesis: SubscriberConfig.Group.LeaseRenewInterval (1m0s) must be shorter than Group.LeaseDuration (10s), or the lease expires between renewals"}},
 		{name: "SubscriberConfig: CreateStreamShards -1",
 			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.CreateStreamShards = -1 })),
 			lines: []string{"kinesis: SubscriberConfig.CreateStreamShards is -1; it must be at least 1"}},
 		{name: "SubscriberConfig: several problems at once",
 			call: biNewSubscriber(func(*biWorld) kinesis.SubscriberConfig {
 				return kinesis.SubscriberConfig{
-					ConsumerGroup:      "billing",
+					Group: kinesis.GroupConfig{
+						Name:          "billing",
+						LeaseDuration: -time.Second,
+					},
 					GetRecordsLimit:    10001,
 					MaxInFlight:        -1,
 					InitialPosition:    kinesis.Position{Type: kinesis.AtTimestamp},
 					NackResendSleep:    -2 * time.Millisecond,
-					LeaseDuration:      -time.Second,
 					CreateStreamShards: -1,
 				}
 			}),
@@ -424,7 +429,7 @@ func biRows() []biRow {
 				"kinesis: SubscriberConfig.MaxInFlight is -1; it must be at least 1",
 				"kinesis: SubscriberConfig.InitialPosition is AtTimestamp but Timestamp is zero",
 				"kinesis: SubscriberConfig.NackResendSleep is -2ms; use NoSleep to resend at once",
-				"kinesis: SubscriberConfig.LeaseDuration is -1s; it must not be negative",
+				"kinesis: SubscriberConfig.Group.LeaseDuration is -1s; it must not be negative",
 				"kinesis: SubscriberConfig.CreateStreamShards is -1; it must be at least 1",
 			}},
 		{name: "SubscriberConfig.Validate by hand: only Client set (no error)",
@@ -726,12 +731,12 @@ func biRows() []biRow {
 	}{
 		{"PollInterval", func(c *kinesis.SubscriberConfig) { c.PollInterval = -time.Second }},
 		{"MinReadInterval", func(c *kinesis.SubscriberConfig) { c.MinReadInterval = -time.Second }},
-		{"CheckpointInterval", func(c *kinesis.SubscriberConfig) { c.CheckpointInterval = -time.Second }},
-		{"LeaseDuration", func(c *kinesis.SubscriberConfig) { c.LeaseDuration = -time.Second }},
-		{"LeaseRenewInterval", func(c *kinesis.SubscriberConfig) { c.LeaseRenewInterval = -time.Second }},
-		{"LeaseSyncInterval", func(c *kinesis.SubscriberConfig) { c.LeaseSyncInterval = -time.Second }},
+		{"Group.CheckpointInterval", func(c *kinesis.SubscriberConfig) { c.Group.CheckpointInterval = -time.Second }},
+		{"Group.LeaseDuration", func(c *kinesis.SubscriberConfig) { c.Group.LeaseDuration = -time.Second }},
+		{"Group.LeaseRenewInterval", func(c *kinesis.SubscriberConfig) { c.Group.LeaseRenewInterval = -time.Second }},
+		{"Group.LeaseSyncInterval", func(c *kinesis.SubscriberConfig) { c.Group.LeaseSyncInterval = -time.Second }},
 		{"ShardSyncInterval", func(c *kinesis.SubscriberConfig) { c.ShardSyncInterval = -time.Second }},
-		{"HandoffTimeout", func(c *kinesis.SubscriberConfig) { c.HandoffTimeout = -time.Second }},
+		{"Group.HandoffTimeout", func(c *kinesis.SubscriberConfig) { c.Group.HandoffTimeout = -time.Second }},
 		{"CloseTimeout", func(c *kinesis.SubscriberConfig) { c.CloseTimeout = -time.Second }},
 	} {
 		rows = append(rows, biRow{

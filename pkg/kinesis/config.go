@@ -52,13 +52,13 @@ type Position struct {
 	Timestamp time.Time
 }
 
-// ShardEvent names a shard whose ownership changed, for the SubscriberConfig hooks.
+// ShardEvent names a shard whose ownership changed, for the ShardHooks.
 type ShardEvent struct {
 	Stream        string
 	ShardID       string
 	ConsumerGroup string
-	// WorkerID is the subscription's name in the lease table: SubscriberConfig.WorkerID for
-	// the first subscription of a stream, WorkerID#2, #3, ... for others open beside it.
+	// WorkerID is the subscription's name in the lease table: GroupConfig.WorkerID for the
+	// first subscription of a stream, WorkerID#2, #3, ... for others open beside it.
 	WorkerID string
 }
 
@@ -106,34 +106,18 @@ type SubscriberConfig struct {
 	// Required unless AWSConfig is set.
 	Client KinesisAPI
 	// AWSConfig, when Client is nil, builds the Kinesis client, and the DynamoDB client of
-	// LeaseTable. Load it with the SDK's config.LoadDefaultConfig to follow its credential
+	// Group.LeaseTable. Load it with the SDK's config.LoadDefaultConfig to follow its credential
 	// chain and region settings.
 	AWSConfig *aws.Config
 	// KinesisOptions adjust the Kinesis client built from AWSConfig, for example BaseEndpoint.
 	KinesisOptions []func(*awskinesis.Options)
 
-	// ConsumerGroup, when set, makes this subscriber one instance of a group: each shard is
-	// read by one instance at a time (through leases in LeaseStore) and progress is
-	// checkpointed, so a restarted group resumes where it left off. When empty, every
-	// subscription reads every shard from InitialPosition, with no leases and no checkpoints.
-	ConsumerGroup string
-	// LeaseStore keeps the group's leases and checkpoints. With ConsumerGroup, set it or
-	// LeaseTable.
-	LeaseStore lease.Store
-	// LeaseTable, when LeaseStore is nil, is the DynamoDB table of the leases: NewSubscriber
-	// opens it with lease.NewDynamoDBStore, with a client built from AWSConfig and
-	// DynamoDBOptions. One table can serve many groups and streams.
-	LeaseTable string
-	// CreateLeaseTable creates LeaseTable (on-demand capacity) when it is missing, and waits
-	// until it is active. Default: false (a missing table is an error).
-	CreateLeaseTable bool
-	// DynamoDBOptions adjust the DynamoDB client built from AWSConfig, for example
-	// BaseEndpoint.
-	DynamoDBOptions []func(*dynamodb.Options)
-	// WorkerID names this instance in leases; it must not contain '#'. A second subscription
-	// open on one stream beside the first is WorkerID#2, and so on. Default: host name plus a
-	// random UUID.
-	WorkerID string
+	// Group makes this subscriber one instance of a consumer group when Group.Name is set:
+	// each shard is read by one instance at a time, through leases, and acked progress is
+	// checkpointed, so a restarted group resumes where it left off. When Group.Name is
+	// empty, every subscription reads every shard from InitialPosition, with no leases and no
+	// checkpoints.
+	Group GroupConfig
 
 	// Unmarshaler decodes records. Default: EnvelopeMarshaler.
 	Unmarshaler Unmarshaler
@@ -188,46 +172,10 @@ type SubscriberConfig struct {
 	// NackResendSleep is the wait before a nacked message is delivered again; NoSleep
 	// resends at once. Default: 100 ms.
 	NackResendSleep time.Duration
-	// CheckpointInterval is how often acked progress is written to the lease store; it is
-	// also written when a shard is given up. A crash redelivers at most what was acked in the
-	// last interval. Default: 5 s.
-	CheckpointInterval time.Duration
 
-	// LeaseDuration is how long a lease whose counter has not moved (as timed by the observer)
-	// stays with its owner before another instance may take it. Default: 10 s.
-	LeaseDuration time.Duration
-	// LeaseRenewInterval is how often an owner renews its leases. Default: LeaseDuration / 3.
-	LeaseRenewInterval time.Duration
-	// LeaseSyncInterval is how often the group's leases are read to take free or expired
-	// ones. Default: 2 s.
-	LeaseSyncInterval time.Duration
 	// ShardSyncInterval is how often the stream's shards are listed to find new ones.
 	// Default: 30 s.
 	ShardSyncInterval time.Duration
-	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
-	// waits for the owner to hand it over before taking it. The owner lets the messages in
-	// flight finish for up to half of it, checkpoints, and hands over. The taker waits at
-	// least LeaseDuration, so that an owner that never saw the request has stopped delivering
-	// by then. Default: 10 s.
-	HandoffTimeout time.Duration
-
-	// OnShardAcquired is called when this instance starts reading a shard of a group, before
-	// the shard's first message is delivered, and again when deliveries resume after a pause
-	// (see OnShardLost).
-	OnShardAcquired func(ShardEvent)
-	// OnShardRevoked is called when this instance gives a shard up while it may still
-	// checkpoint: on Close, on the Subscribe context's end, when it hands the shard to
-	// another instance, and when the shard is read to its end after a reshard (every
-	// message of it acked, SHARD_END written). Messages acked before it returns are
-	// checkpointed.
-	OnShardRevoked func(ShardEvent)
-	// OnShardLost is called when this instance lost a shard and may not checkpoint it any
-	// more: another instance took the lease, or renewals failed for too long. Its unacked
-	// messages will be redelivered by the new owner.
-	//
-	// The hooks run on the shard's reader goroutine (several shards' hooks may run at once)
-	// and hold up that shard while they run.
-	OnShardLost func(ShardEvent)
 
 	// CreateStream makes Subscribe and SubscribeInitialize create a missing stream.
 	// Default: false (a missing stream is an error).
@@ -242,8 +190,8 @@ type SubscriberConfig struct {
 	// each lease store call of the coordinator, timed on Clock. A call that outlasts it, or
 	// that the HTTP client times out, is retried as a transient failure; a shard's reads
 	// that keep timing out get up to 8 times as long, so that a slow server's answers get
-	// through. A reader's own renewals and checkpoints are bounded by LeaseRenewInterval as
-	// well, so that a hung store cannot hold it past the point where it must stop.
+	// through. A reader's own renewals and checkpoints are bounded by Group.LeaseRenewInterval
+	// as well, so that a hung store cannot hold it past the point where it must stop.
 	// Default: 10 s.
 	RequestTimeout time.Duration
 
@@ -259,13 +207,84 @@ type SubscriberConfig struct {
 	MeterProvider metric.MeterProvider
 }
 
+// GroupConfig makes a Subscriber one instance of a consumer group (SubscriberConfig.Group).
+// With Name empty there is no group: the lease store settings are then refused (a store with
+// no group is a group name lost on the way), and the timings and hooks are unused.
+type GroupConfig struct {
+	// Name names the group. Instances that share it, on one stream, share its shards: each
+	// shard is read by one of them at a time, through leases in LeaseStore, and progress is
+	// checkpointed there. Empty: no group.
+	Name string
+	// LeaseStore keeps the group's leases and checkpoints. Set it or LeaseTable.
+	LeaseStore lease.Store
+	// LeaseTable, when LeaseStore is nil, is the DynamoDB table of the leases: NewSubscriber
+	// opens it with lease.NewDynamoDBStore, with a client built from SubscriberConfig.AWSConfig
+	// and DynamoDBOptions. One table can serve many groups and streams.
+	LeaseTable string
+	// CreateLeaseTable creates LeaseTable (on-demand capacity) when it is missing, and waits
+	// until it is active. Default: false (a missing table is an error).
+	CreateLeaseTable bool
+	// DynamoDBOptions adjust the DynamoDB client built for LeaseTable, for example
+	// BaseEndpoint.
+	DynamoDBOptions []func(*dynamodb.Options)
+	// WorkerID names this instance in leases and in its log lines; it must not contain '#'.
+	// A second subscription open on one stream beside the first is WorkerID#2, and so on.
+	// Give an instance the same WorkerID across restarts (a pod name, say) and it takes its
+	// own leases back at once. Default: host name plus a random UUID.
+	WorkerID string
+
+	// CheckpointInterval is how often acked progress is written to the lease store; it is
+	// also written when a shard is given up. A crash redelivers at most what was acked in
+	// the last interval, so a shorter interval means fewer duplicates after a crash and more
+	// lease store writes (one per shard per interval while messages are acked). Default: 5 s.
+	CheckpointInterval time.Duration
+	// LeaseDuration is how long a lease whose counter has not moved (as timed by the
+	// observer) stays with its owner before another instance may take it: how long a
+	// crashed instance's shards wait for a new reader. Default: 10 s.
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is how often an owner renews its leases. Default: LeaseDuration / 3.
+	LeaseRenewInterval time.Duration
+	// LeaseSyncInterval is how often the group's leases are read to take free or expired
+	// ones and to even out the group. Default: 2 s.
+	LeaseSyncInterval time.Duration
+	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
+	// waits for the owner to hand it over before taking it. The owner lets the messages in
+	// flight finish for up to half of it, checkpoints, and hands over. The taker waits at
+	// least LeaseDuration, so that an owner that never saw the request has stopped delivering
+	// by then. Default: 10 s.
+	HandoffTimeout time.Duration
+
+	// Hooks are told when this instance starts and stops reading a shard.
+	Hooks ShardHooks
+}
+
+// ShardHooks are called when a shard of a consumer group changes hands (GroupConfig.Hooks),
+// for handlers that keep state per shard. Each may be nil. They run on the shard's reader
+// goroutine (several shards' hooks may run at once) and hold up that shard while they run.
+type ShardHooks struct {
+	// OnAcquired is called when this instance starts reading a shard, before the shard's
+	// first message is delivered, and again when deliveries resume after a pause (see
+	// OnLost).
+	OnAcquired func(ShardEvent)
+	// OnRevoked is called when this instance gives a shard up while it may still
+	// checkpoint: on Close, on the Subscribe context's end, when it hands the shard to
+	// another instance, and when the shard is read to its end after a reshard (every
+	// message of it acked, SHARD_END written). Messages acked before it returns are
+	// checkpointed.
+	OnRevoked func(ShardEvent)
+	// OnLost is called when this instance lost a shard and may not checkpoint it any more:
+	// another instance took the lease, or renewals failed for too long. Its unacked
+	// messages will be redelivered by the new owner.
+	OnLost func(ShardEvent)
+}
+
 func (c *SubscriberConfig) setDefaults() {
 	if c.Client == nil && c.AWSConfig != nil {
 		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, c.KinesisOptions...)
 	}
-	if c.WorkerID == "" {
+	if c.Group.WorkerID == "" {
 		host, _ := os.Hostname()
-		c.WorkerID = host + "-" + uuid.NewString()
+		c.Group.WorkerID = host + "-" + uuid.NewString()
 	}
 	c.setValueDefaults()
 }
@@ -295,14 +314,15 @@ func (c *SubscriberConfig) setValueDefaults() {
 	setDefault(&c.MaxBufferedRecords, 10000)
 	setDefault(&c.MaxBufferedBytes, 64<<20)
 	setDefault(&c.NackResendSleep, 100*time.Millisecond)
-	setDefault(&c.CheckpointInterval, 5*time.Second)
-	setDefault(&c.LeaseDuration, 10*time.Second)
-	if c.LeaseDuration > 0 { // a negative one is reported; a renewal derived from it would be too
-		setDefault(&c.LeaseRenewInterval, c.LeaseDuration/3)
+	setDefault(&c.Group.CheckpointInterval, 5*time.Second)
+	g := &c.Group
+	setDefault(&g.LeaseDuration, 10*time.Second)
+	if g.LeaseDuration > 0 { // a negative one is reported; a renewal derived from it would be too
+		setDefault(&g.LeaseRenewInterval, g.LeaseDuration/3)
 	}
-	setDefault(&c.LeaseSyncInterval, 2*time.Second)
+	setDefault(&c.Group.LeaseSyncInterval, 2*time.Second)
 	setDefault(&c.ShardSyncInterval, 30*time.Second)
-	setDefault(&c.HandoffTimeout, 10*time.Second)
+	setDefault(&c.Group.HandoffTimeout, 10*time.Second)
 	setDefault(&c.CreateStreamShards, 1)
 	setDefault(&c.CloseTimeout, 30*time.Second)
 	setDefault(&c.RequestTimeout, defaultRequestTimeout)
@@ -335,6 +355,7 @@ func isNil(v any) bool {
 // Validate reports every problem of the config at once. Fields left at zero are judged at
 // their defaults, as NewSubscriber uses them.
 func (c SubscriberConfig) Validate() error {
+	unnamed := c.Group.storeWithoutName()
 	c.setValueDefaults()
 	var errs []error
 	add := func(format string, args ...any) {
@@ -345,20 +366,24 @@ func (c SubscriberConfig) Validate() error {
 	} else if c.Client != nil && isNil(c.Client) {
 		add("Client is a nil %T; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig", c.Client)
 	}
-	if c.LeaseStore != nil && isNil(c.LeaseStore) {
-		add("LeaseStore is a nil %T; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set LeaseTable", c.LeaseStore)
+	g := c.Group
+	if len(unnamed) > 0 {
+		add("Group.Name is empty but %s set; a lease store serves a consumer group: name the group in Group.Name, or leave the store unset to read every shard without leases", joinAnd(unnamed))
 	}
-	if c.ConsumerGroup != "" && c.LeaseStore == nil && c.LeaseTable == "" {
-		add("LeaseStore is nil and LeaseTable is empty but ConsumerGroup %q is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)", c.ConsumerGroup)
+	if g.LeaseStore != nil && isNil(g.LeaseStore) {
+		add("Group.LeaseStore is a nil %T; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set Group.LeaseTable", g.LeaseStore)
 	}
-	if c.LeaseStore == nil && c.LeaseTable != "" && c.AWSConfig == nil {
-		add("LeaseTable %q is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass LeaseStore: lease.NewDynamoDBStore)", c.LeaseTable)
+	if g.Name != "" && g.LeaseStore == nil && g.LeaseTable == "" {
+		add("Group.LeaseStore is nil and Group.LeaseTable is empty but Group.Name %q is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)", g.Name)
 	}
-	if err := validateGroupName(c.ConsumerGroup); err != nil {
+	if g.LeaseStore == nil && g.LeaseTable != "" && c.AWSConfig == nil {
+		add("Group.LeaseTable %q is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass Group.LeaseStore: lease.NewDynamoDBStore)", g.LeaseTable)
+	}
+	if err := validateGroupName(g.Name); err != nil {
 		errs = append(errs, err)
 	}
-	if strings.Contains(c.WorkerID, "#") {
-		add("WorkerID %q contains '#', which names the subscriptions of one Subscriber in the lease table (WorkerID#2, ...); choose an ID without it", c.WorkerID)
+	if strings.Contains(g.WorkerID, "#") {
+		add("Group.WorkerID %q contains '#', which names the subscriptions of one Subscriber in the lease table (WorkerID#2, ...); choose an ID without it", g.WorkerID)
 	}
 	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
 		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)
@@ -391,23 +416,59 @@ func (c SubscriberConfig) Validate() error {
 		name  string
 		value time.Duration
 	}{
-		{"PollInterval", c.PollInterval}, {"MinReadInterval", c.MinReadInterval}, {"CheckpointInterval", c.CheckpointInterval},
-		{"LeaseDuration", c.LeaseDuration}, {"LeaseRenewInterval", c.LeaseRenewInterval},
-		{"LeaseSyncInterval", c.LeaseSyncInterval}, {"ShardSyncInterval", c.ShardSyncInterval},
-		{"HandoffTimeout", c.HandoffTimeout},
-		{"CloseTimeout", c.CloseTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"PollInterval", c.PollInterval}, {"MinReadInterval", c.MinReadInterval},
+		{"ShardSyncInterval", c.ShardSyncInterval}, {"CloseTimeout", c.CloseTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"Group.CheckpointInterval", g.CheckpointInterval}, {"Group.LeaseDuration", g.LeaseDuration},
+		{"Group.LeaseRenewInterval", g.LeaseRenewInterval}, {"Group.LeaseSyncInterval", g.LeaseSyncInterval},
+		{"Group.HandoffTimeout", g.HandoffTimeout},
 	} {
 		if d.value < 0 {
 			add("%s is %s; it must not be negative", d.name, d.value)
 		}
 	}
-	if c.LeaseDuration > 0 && c.LeaseRenewInterval >= c.LeaseDuration {
-		add("LeaseRenewInterval (%s) must be shorter than LeaseDuration (%s), or the lease expires between renewals", c.LeaseRenewInterval, c.LeaseDuration)
+	if g.LeaseDuration > 0 && g.LeaseRenewInterval >= g.LeaseDuration {
+		add("Group.LeaseRenewInterval (%s) must be shorter than Group.LeaseDuration (%s), or the lease expires between renewals", g.LeaseRenewInterval, g.LeaseDuration)
 	}
 	if c.CreateStreamShards < 0 {
 		add("CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards)
 	}
 	return errors.Join(errs...)
+}
+
+// storeWithoutName lists the lease store settings that are set while Name is empty. A store
+// with no group to keep is a group name lost on the way (an unset environment variable, say),
+// which would otherwise turn an instance of a group into a subscriber that reads every shard
+// from InitialPosition and checkpoints nothing. The timings and hooks are left out: a config
+// shared by grouped and ungrouped subscribers may carry them, and without a group they are
+// simply unused.
+func (g GroupConfig) storeWithoutName() []string {
+	if g.Name != "" {
+		return nil
+	}
+	var set []string
+	for _, f := range []struct {
+		name  string
+		isSet bool
+	}{
+		{"LeaseStore", g.LeaseStore != nil}, {"LeaseTable", g.LeaseTable != ""},
+		{"CreateLeaseTable", g.CreateLeaseTable}, {"DynamoDBOptions", len(g.DynamoDBOptions) > 0},
+	} {
+		if f.isSet {
+			set = append(set, "Group."+f.name)
+		}
+	}
+	return set
+}
+
+// joinAnd lists names for an error: "A is", "A and B are", "A, B and C are".
+func joinAnd(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0] + " is"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " are"
 }
 
 // defaultConcurrentInFlight is MaxInFlight's default with OrderByKey or Unordered: enough
@@ -426,9 +487,9 @@ const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|")
 func validateGroupName(group string) error {
 	switch {
 	case !utf8.ValidString(group):
-		return fmt.Errorf("kinesis: SubscriberConfig.ConsumerGroup %q is not valid UTF-8; the lease table keys leases by group name, and DynamoDB keys are UTF-8 strings", group)
+		return fmt.Errorf("kinesis: SubscriberConfig.Group.Name %q is not valid UTF-8; the lease table keys leases by group name, and DynamoDB keys are UTF-8 strings", group)
 	case len(group) > maxGroupNameBytes:
-		return fmt.Errorf("kinesis: SubscriberConfig.ConsumerGroup is %d bytes long (%.40q...); at most %d fit the lease table's key with any stream name", len(group), group, maxGroupNameBytes)
+		return fmt.Errorf("kinesis: SubscriberConfig.Group.Name is %d bytes long (%.40q...); at most %d fit the lease table's key with any stream name", len(group), group, maxGroupNameBytes)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
@@ -120,7 +121,7 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 	}{
 		{name: "defaults", cfg: valid(nil)},
 		{name: "consumer group with lease store", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.ConsumerGroup, c.LeaseStore = "billing", lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = "billing", lease.NewMemoryStore()
 		})},
 		{name: "AtTimestamp with timestamp", cfg: valid(func(c *kinesis.SubscriberConfig) {
 			c.InitialPosition = kinesis.Position{Type: kinesis.AtTimestamp, Timestamp: time.Unix(1700000000, 0)}
@@ -128,28 +129,39 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 		{name: "NoSleep", cfg: valid(func(c *kinesis.SubscriberConfig) { c.NackResendSleep = kinesis.NoSleep })},
 		{name: "GetRecordsLimit 10000", cfg: valid(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = 10000 })},
 		{name: "LeaseRenewInterval just below LeaseDuration", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.LeaseDuration, c.LeaseRenewInterval = time.Second, time.Second-time.Nanosecond
+			c.Group.LeaseDuration, c.Group.LeaseRenewInterval = time.Second, time.Second-time.Nanosecond
 		})},
 
 		{name: "nil client", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Client = nil }),
 			want: [][]string{{"SubscriberConfig.Client", "nil"}}},
 		{name: "group name at the lease key's limit", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.ConsumerGroup, c.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
 		})},
 		{name: "group name not UTF-8", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.ConsumerGroup, c.LeaseStore = "billing\xff", lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = "billing\xff", lease.NewMemoryStore()
 		}),
-			want: [][]string{{"SubscriberConfig.ConsumerGroup", `"billing\xff"`, "not valid UTF-8"}}},
+			want: [][]string{{"SubscriberConfig.Group.Name", `"billing\xff"`, "not valid UTF-8"}}},
 		{name: "group name too long for the lease key", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.ConsumerGroup, c.LeaseStore = strings.Repeat("g", 1920), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1920), lease.NewMemoryStore()
 		}),
-			want: [][]string{{"SubscriberConfig.ConsumerGroup", "1920 bytes", "at most 1919"}}},
-		{name: "WorkerID with '#'", cfg: valid(func(c *kinesis.SubscriberConfig) { c.WorkerID = "host#2" }),
-			want: [][]string{{"WorkerID", `"host#2"`, "'#'"}}},
+			want: [][]string{{"SubscriberConfig.Group.Name", "1920 bytes", "at most 1919"}}},
+		{name: "WorkerID with '#'", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = "host#2" }),
+			want: [][]string{{"Group.WorkerID", `"host#2"`, "'#'"}}},
 		{name: "negative RequestTimeout", cfg: valid(func(c *kinesis.SubscriberConfig) { c.RequestTimeout = -time.Second }),
 			want: [][]string{{"RequestTimeout", "-1s", "negative"}}},
-		{name: "consumer group without lease store", cfg: valid(func(c *kinesis.SubscriberConfig) { c.ConsumerGroup = "billing" }),
-			want: [][]string{{"LeaseStore", "nil", `ConsumerGroup "billing"`}}},
+		{name: "consumer group without lease store", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.Name = "billing" }),
+			want: [][]string{{"Group.LeaseStore", "nil", `Group.Name "billing"`}}},
+		{name: "lease store without a group name", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.LeaseStore = lease.NewMemoryStore() }),
+			want: [][]string{{"Group.Name is empty", "Group.LeaseStore is set", "name the group"}}},
+		{name: "lease table settings without a group name", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.AWSConfig = &aws.Config{}
+			c.Group.LeaseTable, c.Group.CreateLeaseTable = "leases", true
+		}),
+			want: [][]string{{"Group.Name is empty", "Group.LeaseTable and Group.CreateLeaseTable are set"}}},
+		{name: "group timings and hooks without a group name are unused, not refused", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.Group.LeaseDuration, c.Group.CheckpointInterval = time.Minute, time.Second
+			c.Group.Hooks.OnLost = func(kinesis.ShardEvent) {}
+		})},
 		{name: "GetRecordsLimit 10001", cfg: valid(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = 10001 }),
 			want: [][]string{{"GetRecordsLimit", "10001", "1 to 10000"}}},
 		{name: "GetRecordsLimit negative", cfg: valid(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = -1 }),
@@ -165,15 +177,15 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 		}),
 			want: [][]string{{"InitialPosition.Type", "PositionType(7)"}}},
 		{name: "LeaseRenewInterval equal to LeaseDuration", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.LeaseDuration, c.LeaseRenewInterval = 3*time.Second, 3*time.Second
+			c.Group.LeaseDuration, c.Group.LeaseRenewInterval = 3*time.Second, 3*time.Second
 		}),
 			want: [][]string{{"LeaseRenewInterval (3s)", "LeaseDuration (3s)", "shorter"}}},
 		{name: "LeaseRenewInterval above LeaseDuration", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.LeaseDuration, c.LeaseRenewInterval = time.Second, 2*time.Second
+			c.Group.LeaseDuration, c.Group.LeaseRenewInterval = time.Second, 2*time.Second
 		}),
 			want: [][]string{{"LeaseRenewInterval (2s)", "LeaseDuration (1s)"}}},
 		{name: "LeaseRenewInterval above default LeaseDuration", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.LeaseRenewInterval = time.Minute
+			c.Group.LeaseRenewInterval = time.Minute
 		}),
 			want: [][]string{{"LeaseRenewInterval (1m0s)", "LeaseDuration (10s)"}}},
 		{name: "negative NackResendSleep other than NoSleep", cfg: valid(func(c *kinesis.SubscriberConfig) {
@@ -183,7 +195,9 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 		{name: "negative CreateStreamShards", cfg: valid(func(c *kinesis.SubscriberConfig) { c.CreateStreamShards = -1 }),
 			want: [][]string{{"CreateStreamShards", "-1"}}},
 		{name: "several problems at once", cfg: kinesis.SubscriberConfig{
-			ConsumerGroup:   "billing",
+			Group: kinesis.GroupConfig{
+				Name: "billing",
+			},
 			GetRecordsLimit: 10001,
 			MaxInFlight:     -1,
 			InitialPosition: kinesis.Position{Type: kinesis.AtTimestamp},
@@ -205,9 +219,9 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 	}{
 		{"PollInterval", func(c *kinesis.SubscriberConfig) { c.PollInterval = -time.Second }},
 		{"MinReadInterval", func(c *kinesis.SubscriberConfig) { c.MinReadInterval = -time.Second }},
-		{"CheckpointInterval", func(c *kinesis.SubscriberConfig) { c.CheckpointInterval = -time.Second }},
-		{"LeaseRenewInterval", func(c *kinesis.SubscriberConfig) { c.LeaseRenewInterval = -time.Second }},
-		{"LeaseSyncInterval", func(c *kinesis.SubscriberConfig) { c.LeaseSyncInterval = -time.Second }},
+		{"Group.CheckpointInterval", func(c *kinesis.SubscriberConfig) { c.Group.CheckpointInterval = -time.Second }},
+		{"Group.LeaseRenewInterval", func(c *kinesis.SubscriberConfig) { c.Group.LeaseRenewInterval = -time.Second }},
+		{"Group.LeaseSyncInterval", func(c *kinesis.SubscriberConfig) { c.Group.LeaseSyncInterval = -time.Second }},
 		{"ShardSyncInterval", func(c *kinesis.SubscriberConfig) { c.ShardSyncInterval = -time.Second }},
 		{"CloseTimeout", func(c *kinesis.SubscriberConfig) { c.CloseTimeout = -time.Second }},
 	} {
@@ -245,10 +259,12 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 // it, may be reported as well).
 func TestSubscriberConfig_NegativeLeaseDuration(t *testing.T) {
 	_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		Client:        memlog.New(memlog.Config{}),
-		LeaseDuration: -time.Second,
+		Client: memlog.New(memlog.Config{}),
+		Group: kinesis.GroupConfig{
+			LeaseDuration: -time.Second,
+		},
 	}, nil)
-	if err == nil || !strings.Contains(err.Error(), "SubscriberConfig.LeaseDuration is -1s") {
+	if err == nil || !strings.Contains(err.Error(), "SubscriberConfig.Group.LeaseDuration is -1s") {
 		t.Fatalf("error %v does not report the negative LeaseDuration", err)
 	}
 }

@@ -81,10 +81,10 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 	}
 }
 
-func (c *subscription) grouped() bool { return c.cfg.ConsumerGroup != "" }
+func (c *subscription) grouped() bool { return c.cfg.Group.Name != "" }
 
 func (c *subscription) logFields() watermill.LogFields {
-	return watermill.LogFields{"stream": c.stream, "group": c.cfg.ConsumerGroup, "worker": c.cfg.WorkerID}
+	return watermill.LogFields{"stream": c.stream, "group": c.cfg.Group.Name, "worker": c.cfg.Group.WorkerID}
 }
 
 // start lists the shards, takes what leases it can and starts their readers; it returns once
@@ -103,18 +103,18 @@ func (c *subscription) start() error {
 // the readers in order.
 func (c *subscription) run() {
 	defer c.shutdown()
-	leaseSync := c.cfg.Clock.NewTicker(c.cfg.LeaseSyncInterval)
+	leaseSync := c.cfg.Clock.NewTicker(c.cfg.Group.LeaseSyncInterval)
 	defer leaseSync.Stop()
 	shardSync := c.cfg.Clock.NewTicker(c.cfg.ShardSyncInterval)
 	defer shardSync.Stop()
 	// expiry fires when an observed lease of another worker expires before the next periodic
 	// sync, so that a crashed worker's shards move after LeaseDuration, not up to a sync later.
-	expiry := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	expiry := c.cfg.Clock.NewTimer(c.cfg.Group.LeaseSyncInterval)
 	expiry.Stop()
 	defer expiry.Stop()
 	c.armExpiry(expiry)
 	// late fires when a new reader's lease needs renewing and the reader has no iterator yet.
-	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	late := c.cfg.Clock.NewTimer(c.cfg.Group.LeaseSyncInterval)
 	defer late.Stop()
 	for {
 		c.armLate(late)
@@ -281,8 +281,8 @@ func (c *subscription) createLeases(ids []string) error {
 			continue
 		}
 		ctx, cancel := c.callContext()
-		l, err := c.cfg.LeaseStore.Create(ctx, lease.Lease{
-			Group: c.cfg.ConsumerGroup, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
+		l, err := c.cfg.Group.LeaseStore.Create(ctx, lease.Lease{
+			Group: c.cfg.Group.Name, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
 		})
 		cancel()
 		if err != nil && !errors.Is(err, lease.ErrLeaseExists) {
@@ -297,10 +297,10 @@ func (c *subscription) createLeases(ids []string) error {
 
 func (c *subscription) refreshLeases() error {
 	ctx, cancel := c.callContext()
-	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.ConsumerGroup, c.stream)
+	list, err := c.cfg.Group.LeaseStore.List(ctx, c.cfg.Group.Name, c.stream)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.ConsumerGroup, c.stream, err)
+		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.Group.Name, c.stream, err)
 	}
 	now := c.cfg.Clock.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
@@ -328,7 +328,7 @@ func (c *subscription) armExpiry(expiry clock.Timer) {
 		return
 	}
 	now := c.cfg.Clock.Now()
-	if at, ok := c.tracker.NextExpiry(c.cfg.WorkerID, now, c.cfg.LeaseDuration); ok && at.Sub(now) < c.cfg.LeaseSyncInterval {
+	if at, ok := c.tracker.NextExpiry(c.cfg.Group.WorkerID, now, c.cfg.Group.LeaseDuration); ok && at.Sub(now) < c.cfg.Group.LeaseSyncInterval {
 		expiry.Reset(at.Sub(now))
 	}
 }
@@ -336,7 +336,7 @@ func (c *subscription) armExpiry(expiry clock.Timer) {
 // hook calls one of the SubscriberConfig hooks, if set.
 func (c *subscription) hook(f func(ShardEvent), shardID string) {
 	if f != nil {
-		f(ShardEvent{Stream: c.stream, ShardID: shardID, ConsumerGroup: c.cfg.ConsumerGroup, WorkerID: c.cfg.WorkerID})
+		f(ShardEvent{Stream: c.stream, ShardID: shardID, ConsumerGroup: c.cfg.Group.Name, WorkerID: c.cfg.Group.WorkerID})
 	}
 }
 

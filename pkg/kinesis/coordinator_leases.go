@@ -19,7 +19,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		return nil, err
 	}
 	now := c.cfg.Clock.Now()
-	me := c.cfg.WorkerID
+	me := c.cfg.Group.WorkerID
 	for id, e := range c.readers.byShard {
 		r := e.r
 		l, ok := c.leases[id]
@@ -37,7 +37,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	plan := lease.PlanShare(lease.ShareInput{
 		Self:     me,
 		Leases:   list,
-		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.LeaseDuration) },
+		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) },
 		Eligible: c.eligible,
 	})
 	var started []*shardReader
@@ -81,14 +81,14 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 func (c *subscription) releaseFinished(l lease.Lease) {
 	ctx, cancel := c.callContext()
 	defer cancel()
-	released, err := c.cfg.LeaseStore.Release(ctx, l)
+	released, err := c.cfg.Group.LeaseStore.Release(ctx, l)
 	if err != nil {
 		c.logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
 	}
 	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
 		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished, "checkpoint": l.Checkpoint}))
-	c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, l.ShardID).count(c.metrics.released, 1)
+	c.metrics.forShard(c.stream, c.cfg.Group.Name, l.ShardID).count(c.metrics.released, 1)
 	c.leases[l.ShardID] = released
 }
 
@@ -122,7 +122,7 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	}
 	takenAt := c.cfg.Clock.Now()
 	ctx, cancel := c.callContext()
-	taken, err := c.cfg.LeaseStore.Take(ctx, l, c.cfg.WorkerID)
+	taken, err := c.cfg.Group.LeaseStore.Take(ctx, l, c.cfg.Group.WorkerID)
 	cancel()
 	if err != nil {
 		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
@@ -131,11 +131,11 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	delete(c.asked, l.ShardID)
 	c.leases[l.ShardID] = taken
 	fields := c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "generation": taken.Generation, "reason": why})
-	if from != "" && from != c.cfg.WorkerID {
+	if from != "" && from != c.cfg.Group.WorkerID {
 		fields["from"] = from
 	}
 	c.logger.Info("Lease taken", fields)
-	m := c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, l.ShardID)
+	m := c.metrics.forShard(c.stream, c.cfg.Group.Name, l.ShardID)
 	m.leaseAcquired(takeReasonCodes[why])
 	r := c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
 	if r == nil {
@@ -147,7 +147,7 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 // ask marks this worker as the pending owner of a lease of the most loaded worker.
 func (c *subscription) ask(l lease.Lease) {
 	ctx, cancel := c.callContext()
-	asked, err := c.cfg.LeaseStore.RequestHandoff(ctx, l, c.cfg.WorkerID)
+	asked, err := c.cfg.Group.LeaseStore.RequestHandoff(ctx, l, c.cfg.Group.WorkerID)
 	cancel()
 	if err != nil {
 		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
@@ -165,7 +165,7 @@ func (c *subscription) takeOverdue(now time.Time) []*shardReader {
 	for _, id := range sortedKeys(c.asked) {
 		l, ok := c.leases[id]
 		switch {
-		case !ok || l.Owner == c.cfg.WorkerID || l.PendingOwner != c.cfg.WorkerID:
+		case !ok || l.Owner == c.cfg.Group.WorkerID || l.PendingOwner != c.cfg.Group.WorkerID:
 			delete(c.asked, id)
 		case now.Sub(c.asked[id].at) >= handoffTakeAfter(c.cfg) && c.eligible(l):
 			if r := c.take(l, takeOverdue, l.Owner); r != nil {
@@ -232,5 +232,5 @@ func (c *subscription) parentsDone(parents []string) bool {
 // renewal came after it saw the request in that renewal and stopped sending. So the taker never
 // reads the shard while the owner still delivers, whatever HandoffTimeout is set to.
 func handoffTakeAfter(cfg SubscriberConfig) time.Duration {
-	return max(cfg.HandoffTimeout, cfg.LeaseDuration)
+	return max(cfg.Group.HandoffTimeout, cfg.Group.LeaseDuration)
 }

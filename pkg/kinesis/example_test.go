@@ -71,7 +71,7 @@ func ExampleNewSubscriber() {
 	// Output: order-1 from shardId-000000000000
 }
 
-// Instances with the same ConsumerGroup share the stream's shards through leases, and resume
+// Instances with the same Group.Name share the stream's shards through leases, and resume
 // from the checkpoint of what was acked. In production the leases live in a DynamoDB table
 // (LeaseTable, with CreateLeaseTable to make it); lease.NewMemoryStore serves one process.
 func ExampleNewSubscriber_consumerGroup() {
@@ -90,9 +90,11 @@ func ExampleNewSubscriber_consumerGroup() {
 
 	consume := func(n int) {
 		sub, err := wmkinesis.NewSubscriber(wmkinesis.SubscriberConfig{
-			Client:        kin,
-			ConsumerGroup: "billing",
-			LeaseStore:    leases,
+			Client: kin,
+			Group: wmkinesis.GroupConfig{
+				Name:       "billing",
+				LeaseStore: leases,
+			},
 			// A new group starts at TRIM_HORIZON by default: it misses nothing published before.
 		}, nil)
 		if err != nil {

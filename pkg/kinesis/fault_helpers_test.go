@@ -488,6 +488,7 @@ func (a *fltAdapter) add(level, msg string, err error, fields watermill.LogField
 func (a *fltAdapter) Error(msg string, err error, fields watermill.LogFields) {
 	a.add("ERROR", msg, err, fields)
 }
+
 // fltAdapter has the driver's WARN level.
 var _ kinesis.WarnLogger = (*fltAdapter)(nil)
 

@@ -656,17 +656,21 @@ func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, 
 	wk.store = &grpStore{inner: w.e.store, w: w, worker: id, gate: make(chan struct{})}
 	wk.client = &grpClient{KinesisAPI: client}
 	return wk, kinesis.SubscriberConfig{
-		Client:          wk.client,
-		ConsumerGroup:   subGroup,
-		LeaseStore:      wk.store,
-		WorkerID:        id,
+		Client: wk.client,
+		Group: kinesis.GroupConfig{
+			Name:       subGroup,
+			LeaseStore: wk.store,
+			WorkerID:   id,
+			Hooks: kinesis.ShardHooks{
+				OnAcquired: func(ev kinesis.ShardEvent) { wk.event("acquired", ev) },
+				OnRevoked:  func(ev kinesis.ShardEvent) { wk.event("revoked", ev) },
+				OnLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
+			},
+		},
 		Clock:           w.clk,
 		PollInterval:    grpStep,
 		MinReadInterval: grpStep / 2,
 		CloseTimeout:    subWait,
-		OnShardAcquired: func(ev kinesis.ShardEvent) { wk.event("acquired", ev) },
-		OnShardRevoked:  func(ev kinesis.ShardEvent) { wk.event("revoked", ev) },
-		OnShardLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
 		MeterProvider:   w.meter,
 	}
 }

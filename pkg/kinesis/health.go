@@ -115,8 +115,8 @@ func (s *Subscriber) Health() Health {
 	h := Health{
 		At:              cfg.Clock.Now(),
 		ReadWithin:      readWithin,
-		StuckWithin:     max(10*readWithin, cfg.HandoffTimeout),
-		LeaseSyncWithin: max(3*cfg.LeaseSyncInterval, cfg.LeaseSyncInterval+cfg.RequestTimeout),
+		StuckWithin:     max(10*readWithin, cfg.Group.HandoffTimeout),
+		LeaseSyncWithin: max(3*cfg.Group.LeaseSyncInterval, cfg.Group.LeaseSyncInterval+cfg.RequestTimeout),
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -136,7 +136,7 @@ func (s *Subscriber) Health() Health {
 
 // health is the subscription's part of Health.
 func (c *subscription) health() SubscriptionHealth {
-	sh := SubscriptionHealth{Stream: c.stream, ConsumerGroup: c.cfg.ConsumerGroup, WorkerID: c.cfg.WorkerID}
+	sh := SubscriptionHealth{Stream: c.stream, ConsumerGroup: c.cfg.Group.Name, WorkerID: c.cfg.Group.WorkerID}
 	if n := c.lastLeaseSync.Load(); n != 0 {
 		sh.LastLeaseSync = time.Unix(0, n)
 	}

@@ -38,7 +38,7 @@ const inspectAttempts = 4
 type InspectConfig struct {
 	// Stream is the Kinesis stream whose leases to show. Required.
 	Stream string
-	// ConsumerGroup is the group, as in SubscriberConfig.ConsumerGroup. Required.
+	// ConsumerGroup is the group, as in SubscriberConfig.Group.Name. Required.
 	ConsumerGroup string
 	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
 	// Required. InspectLeases calls ListShards and, for each shard it measures,
@@ -81,7 +81,7 @@ func (c InspectConfig) Validate() error {
 	}
 	switch {
 	case c.ConsumerGroup == "":
-		add("ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.ConsumerGroup of its subscribers)")
+		add("ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.Group.Name of its subscribers)")
 	case !utf8.ValidString(c.ConsumerGroup):
 		add("ConsumerGroup %q is not valid UTF-8, so no lease table can hold leases of it", c.ConsumerGroup)
 	}

@@ -493,7 +493,7 @@ func TestInspectConfig_Validate(t *testing.T) {
 		{"valid", func(*kinesis.InspectConfig) {}, nil},
 		{"everything missing", func(c *kinesis.InspectConfig) { *c = kinesis.InspectConfig{} }, []string{
 			"kinesis: InspectConfig.Stream: kinesis: invalid stream name: the stream name (the topic) is empty",
-			"kinesis: InspectConfig.ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.ConsumerGroup of its subscribers)",
+			"kinesis: InspectConfig.ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.Group.Name of its subscribers)",
 			"kinesis: InspectConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log",
 			"kinesis: InspectConfig.LeaseStore is nil; pass the group's store (lease.NewDynamoDBStore on its lease table, or its lease.MemoryStore)",
 		}},

@@ -43,8 +43,8 @@ type leaseState struct {
 // stop point whenever GetShardIterator took longer than LeaseDuration/2, and the reader paused
 // for nothing.
 func (r *shardReader) startLease(now time.Time) {
-	r.renewAt = r.renewed.Add(r.sub.cfg.LeaseRenewInterval)
-	r.checkpointAt = now.Add(r.sub.cfg.CheckpointInterval)
+	r.renewAt = r.renewed.Add(r.sub.cfg.Group.LeaseRenewInterval)
+	r.checkpointAt = now.Add(r.sub.cfg.Group.CheckpointInterval)
 }
 
 // stopAt is when deliveries must stop unless a renewal succeeds first: the stop point, counted
@@ -75,7 +75,7 @@ func handoffAsked(l lease.Lease) bool { return l.PendingOwner != "" && l.Pending
 func (r *shardReader) beginHandoff() {
 	if !r.handingOff {
 		r.handingOff = true
-		r.handoffBy = r.now().Add(r.sub.cfg.HandoffTimeout / 2)
+		r.handoffBy = r.now().Add(r.sub.cfg.Group.HandoffTimeout / 2)
 	}
 }
 
@@ -108,7 +108,7 @@ func (r *shardReader) leaseCall(parent context.Context, call func(context.Contex
 
 // storeTimeout bounds one lease store call, so that a hung store cannot hold a reader past
 // the point where it must give the shard up.
-func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.LeaseRenewInterval }
+func (r *shardReader) storeTimeout() time.Duration { return r.sub.cfg.Group.LeaseRenewInterval }
 
 // stopOn is what stops the reader after a failed owner write (what names it): the lost lease,
 // or the end of the reader's context; nil when the write may be tried again.
@@ -132,13 +132,13 @@ func (r *shardReader) renew() error {
 	cfg := r.sub.cfg
 	sentAt := r.now()
 	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
-		return cfg.LeaseStore.Renew(ctx, *r.held)
+		return cfg.Group.LeaseStore.Renew(ctx, *r.held)
 	})
 	now := r.now()
 	if err == nil {
 		r.renewFailures = 0
 		r.renewedWith(l, sentAt)
-		r.renewAt = nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
+		r.renewAt = nextTick(r.renewAt, now, cfg.Group.LeaseRenewInterval)
 		return nil
 	}
 	if stop := r.stopOn("renewing", err); stop != nil {
@@ -148,7 +148,7 @@ func (r *shardReader) renew() error {
 	if r.paused {
 		// A quarter of the renewal interval: the reader resumes soon after the store is
 		// back, at a few calls per outage.
-		r.renewAt = now.Add(cfg.LeaseRenewInterval / 4)
+		r.renewAt = now.Add(cfg.Group.LeaseRenewInterval / 4)
 		return nil
 	}
 	// The next try comes at the usual time, or, if that is later, once more shortly before
@@ -157,7 +157,7 @@ func (r *shardReader) renew() error {
 	// LeaseDuration) stopped 7 of 16 readers, some with the store back 3 s before their stop
 	// point, and each stop redelivered what was acked since its last checkpoint. The last try
 	// keeps a reader through any outage that ends by then, at one more store call per outage.
-	next := nextTick(r.renewAt, now, cfg.LeaseRenewInterval)
+	next := nextTick(r.renewAt, now, cfg.Group.LeaseRenewInterval)
 	if lastTry := r.renewed.Add(leaseStopAfter(cfg) - renewLastTry(cfg)); lastTry.After(now) && lastTry.Before(next) {
 		next = lastTry
 	}
@@ -201,8 +201,8 @@ func (r *shardReader) pause(now time.Time) {
 	// For the application the shard is lost: another worker may take it from here on.
 	// If a renewal succeeds first, it is acquired again; no revoke follows a loss.
 	r.revoked = true
-	r.sub.hook(cfg.OnShardLost, r.shardID)
-	r.renewAt = now.Add(cfg.LeaseRenewInterval / 4)
+	r.sub.hook(cfg.Group.Hooks.OnLost, r.shardID)
+	r.renewAt = now.Add(cfg.Group.LeaseRenewInterval / 4)
 }
 
 // resume goes on delivering after a renewal succeeded while paused.
@@ -210,7 +210,7 @@ func (r *shardReader) resume() {
 	r.paused, r.revoked = false, false
 	r.health.paused.Store(false)
 	r.sub.logger.Info("Lease renewed; deliveries resumed", r.logFields())
-	r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
+	r.sub.hook(r.sub.cfg.Group.Hooks.OnAcquired, r.shardID)
 }
 
 // checkpoint writes the checkpoint target if it moved. Checkpoint writes also renew the lease.
@@ -239,7 +239,7 @@ func (r *shardReader) checkpointTarget() string {
 func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 	sentAt := r.now()
 	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
-		return r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+		return r.sub.cfg.Group.LeaseStore.Checkpoint(ctx, *r.held, seq)
 	})
 	if err == nil {
 		r.metrics.count(r.metrics.checkpoints, 1)
@@ -269,7 +269,7 @@ func (r *shardReader) finish() error {
 		return err
 	}
 	r.finishFailures++
-	r.finishRetry = r.now().Add(backoff(r.finishFailures-1, 100*time.Millisecond, r.sub.cfg.LeaseRenewInterval))
+	r.finishRetry = r.now().Add(backoff(r.finishFailures-1, 100*time.Millisecond, r.sub.cfg.Group.LeaseRenewInterval))
 	return nil
 }
 
@@ -284,7 +284,7 @@ func (r *shardReader) handOver() error {
 		return err
 	}
 	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
-		return r.sub.cfg.LeaseStore.Handoff(ctx, *r.held)
+		return r.sub.cfg.Group.LeaseStore.Handoff(ctx, *r.held)
 	})
 	switch {
 	case err == nil:
@@ -298,7 +298,7 @@ func (r *shardReader) handOver() error {
 		r.handingOff = false
 		if r.revoked {
 			r.revoked = false
-			r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
+			r.sub.hook(r.sub.cfg.Group.Hooks.OnAcquired, r.shardID)
 		}
 		return nil
 	}
@@ -306,7 +306,7 @@ func (r *shardReader) handOver() error {
 		return stop
 	}
 	warn(r.sub.logger, "Handing over the lease failed; will retry", err, r.logFields())
-	r.handoffRetry = r.now().Add(r.sub.cfg.LeaseRenewInterval)
+	r.handoffRetry = r.now().Add(r.sub.cfg.Group.LeaseRenewInterval)
 	return nil
 }
 
@@ -315,7 +315,7 @@ func (r *shardReader) handOver() error {
 func (r *shardReader) revokeOnce() {
 	if !r.revoked {
 		r.revoked = true
-		r.sub.hook(r.sub.cfg.OnShardRevoked, r.shardID)
+		r.sub.hook(r.sub.cfg.Group.Hooks.OnRevoked, r.shardID)
 	}
 }
 
@@ -329,7 +329,7 @@ func (r *shardReader) giveUp(reason string) {
 	r.revokeOnce()
 	r.settleAll(r.now()) // the hook may have acked
 	if seq := r.checkpointTarget(); seq != "" && seq != r.saved {
-		l, err := r.sub.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+		l, err := r.sub.cfg.Group.LeaseStore.Checkpoint(ctx, *r.held, seq)
 		switch {
 		case errors.Is(err, lease.ErrLeaseLost):
 			r.logLost(fmt.Errorf("final checkpoint: %w", err))
@@ -343,7 +343,7 @@ func (r *shardReader) giveUp(reason string) {
 			r.held, r.saved = &l, seq
 		}
 	}
-	_, err := r.sub.cfg.LeaseStore.Release(ctx, *r.held)
+	_, err := r.sub.cfg.Group.LeaseStore.Release(ctx, *r.held)
 	switch {
 	case err == nil:
 		r.sub.logger.Info("Lease released", r.logFields().Add(watermill.LogFields{"reason": reason, "checkpoint": r.saved}))

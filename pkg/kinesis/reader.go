@@ -152,7 +152,7 @@ func (r *shardReader) run() {
 		r.startLease(r.now())
 		// On this goroutine, before the shard's first message: the application learns of the
 		// shard before it sees its records, and a slow hook holds up this shard only.
-		r.sub.hook(r.sub.cfg.OnShardAcquired, r.shardID)
+		r.sub.hook(r.sub.cfg.Group.Hooks.OnAcquired, r.shardID)
 	}
 	exit.shardEnded, exit.err = r.loop()
 	exit.handedOff = r.handedOff
@@ -164,7 +164,7 @@ func (r *shardReader) run() {
 		r.logLost(exit.err)
 		r.cancelWindow() // the hook runs once nothing of this shard is live any more
 		if !r.paused {   // a pause has told the application already
-			r.sub.hook(r.sub.cfg.OnShardLost, r.shardID)
+			r.sub.hook(r.sub.cfg.Group.Hooks.OnLost, r.shardID)
 		}
 	case exit.err != nil && r.ctx.Err() == nil:
 		// Not a stop: a stop (Close, the Subscribe context's end, cancelled or past its
@@ -262,7 +262,7 @@ func (r *shardReader) act(do action, now time.Time) error {
 	case actRenew:
 		return r.renew()
 	case actCheckpoint:
-		r.checkpointAt = nextTick(r.checkpointAt, now, r.sub.cfg.CheckpointInterval)
+		r.checkpointAt = nextTick(r.checkpointAt, now, r.sub.cfg.Group.CheckpointInterval)
 		return r.checkpoint(r.ctx)
 	case actFinish:
 		return r.finish()

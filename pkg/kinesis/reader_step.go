@@ -201,13 +201,13 @@ func nextTick(last, now time.Time, interval time.Duration) time.Time {
 
 // leaseStopMargin is how much before LeaseDuration an owner that could not renew stops
 // delivering (lease.MustStop), so that it stops before any other worker may take the lease.
-func leaseStopMargin(cfg SubscriberConfig) time.Duration { return cfg.LeaseDuration / 5 }
+func leaseStopMargin(cfg SubscriberConfig) time.Duration { return cfg.Group.LeaseDuration / 5 }
 
 // leaseStopAfter is how long after its last successful renewal an owner stops delivering.
 func leaseStopAfter(cfg SubscriberConfig) time.Duration {
-	return cfg.LeaseDuration - leaseStopMargin(cfg)
+	return cfg.Group.LeaseDuration - leaseStopMargin(cfg)
 }
 
 // renewLastTry is how long before its stop point a reader whose renewals failed tries once
 // more: time for the call to come back.
-func renewLastTry(cfg SubscriberConfig) time.Duration { return cfg.LeaseRenewInterval / 8 }
+func renewLastTry(cfg SubscriberConfig) time.Duration { return cfg.Group.LeaseRenewInterval / 8 }

@@ -140,7 +140,7 @@ func (c *subscription) startReader(shardID string, pos position, held *lease.Lea
 		r.watch = newSettleWatch(c.cfg.MaxInFlight)
 	}
 	r.health.started = c.cfg.Clock.Now()
-	r.metrics = c.metrics.forShard(c.stream, c.cfg.ConsumerGroup, shardID)
+	r.metrics = c.metrics.forShard(c.stream, c.cfg.Group.Name, shardID)
 	var readyBy time.Time
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt
@@ -183,7 +183,7 @@ func (c *subscription) startReaders() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	late := c.cfg.Clock.NewTimer(c.cfg.Group.LeaseSyncInterval)
 	defer late.Stop()
 	reports := make([]error, len(started))
 	reported := make([]bool, len(started))

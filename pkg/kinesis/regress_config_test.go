@@ -9,9 +9,9 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// Item 6: SubscriberConfig.Validate rejects a ConsumerGroup that is not valid UTF-8, or longer
+// Item 6: SubscriberConfig.Validate rejects a Group.Name that is not valid UTF-8, or longer
 // than 1919 bytes (DynamoDB's 2048-byte partition key holds the stream, up to 128 bytes, a "|"
-// and the group), with an error that names the ConsumerGroup field; a group of exactly 1919
+// and the group), with an error that names the Group.Name field; a group of exactly 1919
 // bytes, or of valid multi-byte UTF-8, is accepted. Today every one of them passes Validate.
 func TestRegress_ConsumerGroupValidated(t *testing.T) {
 	client := memlog.New(memlog.Config{})
@@ -33,7 +33,7 @@ func TestRegress_ConsumerGroupValidated(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := kinesis.SubscriberConfig{Client: client, ConsumerGroup: tc.group, LeaseStore: lease.NewMemoryStore()}
+			cfg := kinesis.SubscriberConfig{Client: client, Group: kinesis.GroupConfig{Name: tc.group, LeaseStore: lease.NewMemoryStore()}}
 			err := cfg.Validate()
 			if !tc.reject {
 				if err != nil {
@@ -42,15 +42,15 @@ func TestRegress_ConsumerGroupValidated(t *testing.T) {
 				return
 			}
 			if err == nil {
-				t.Fatalf("Validate accepted ConsumerGroup %q (%d bytes); want an error naming ConsumerGroup", rgClip(tc.group), len(tc.group))
+				t.Fatalf("Validate accepted Group.Name %q (%d bytes); want an error naming Group.Name", rgClip(tc.group), len(tc.group))
 			}
-			if !strings.Contains(err.Error(), "ConsumerGroup") {
-				t.Errorf("Validate's error does not name the ConsumerGroup field: %v", err)
+			if !strings.Contains(err.Error(), "Group.Name") {
+				t.Errorf("Validate's error does not name the Group.Name field: %v", err)
 			}
 			// NewSubscriber validates too.
 			if s, nerr := kinesis.NewSubscriber(cfg, nil); nerr == nil {
 				_ = s.Close()
-				t.Errorf("NewSubscriber accepted ConsumerGroup %q", rgClip(tc.group))
+				t.Errorf("NewSubscriber accepted Group.Name %q", rgClip(tc.group))
 			}
 		})
 	}

@@ -79,8 +79,8 @@ func rgStartGated(w *fltWorld, x string) (*grpWorker, *rgGate) {
 	var gate *rgGate
 	w.publishing = true
 	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
-		gate = newRgGate(c.LeaseStore, x)
-		c.LeaseStore = gate
+		gate = newRgGate(c.Group.LeaseStore, x)
+		c.Group.LeaseStore = gate
 	})
 	w.runUntil("w1 reads every shard", 3*grpSyncInterval, func() bool { return w.spread("w1") })
 	w.steps(time.Second)
@@ -231,8 +231,8 @@ func TestRegress_ReconnectedInstanceKeepsOneReader(t *testing.T) {
 	var writes *rgOwnerWritesDown
 	w.publishing = true
 	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
-		writes = &rgOwnerWritesDown{Store: c.LeaseStore, shard: x}
-		c.LeaseStore = writes
+		writes = &rgOwnerWritesDown{Store: c.Group.LeaseStore, shard: x}
+		c.Group.LeaseStore = writes
 	})
 	w.runUntil("w1 reads the shard", 2*grpSyncInterval, func() bool { return w.spread("w1") })
 	w2 := w.start("w2", nil)

@@ -31,8 +31,8 @@ func newRgBlockingHook(t *testing.T, shard string) *rgBlockingHook {
 func (h *rgBlockingHook) open() { h.once.Do(func() { close(h.release) }) }
 
 func (h *rgBlockingHook) wrap(c *kinesis.SubscriberConfig) {
-	next := c.OnShardAcquired
-	c.OnShardAcquired = func(ev kinesis.ShardEvent) {
+	next := c.Group.Hooks.OnAcquired
+	c.Group.Hooks.OnAcquired = func(ev kinesis.ShardEvent) {
 		if ev.ShardID == h.shard {
 			h.first.Do(func() {
 				h.entered.Store(true)

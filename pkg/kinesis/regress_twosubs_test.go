@@ -60,8 +60,8 @@ func TestRegress_TwoSubscriptionsOneSubscriber(t *testing.T) {
 	_, cfg := w.newWorker("w1", &fltClient{KinesisAPI: w.e.log, k: w.kin, worker: "w1"})
 	// The shared store itself (the harness's per-instance wrapper would book every take as
 	// "w1"'s), and no harness hooks (they check the event's WorkerID against "w1").
-	cfg.LeaseStore = w.e.store
-	cfg.OnShardAcquired, cfg.OnShardRevoked, cfg.OnShardLost = nil, nil, nil
+	cfg.Group.LeaseStore = w.e.store
+	cfg.Group.Hooks.OnAcquired, cfg.Group.Hooks.OnRevoked, cfg.Group.Hooks.OnLost = nil, nil, nil
 	sub, err := kinesis.NewSubscriber(cfg, w.logs.worker("w1"))
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)

@@ -51,12 +51,12 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
-	if config.ConsumerGroup != "" && config.LeaseStore == nil {
+	if config.Group.Name != "" && config.Group.LeaseStore == nil {
 		store, err := openLeaseTable(config)
 		if err != nil {
 			return nil, err
 		}
-		config.LeaseStore = store
+		config.Group.LeaseStore = store
 	}
 	metrics, err := newSubscriberMetrics(config.MeterProvider)
 	if err != nil {
@@ -74,15 +74,15 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), config.CloseTimeout+2*time.Minute)
 	defer cancel()
 	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{
-		Client:      dynamodb.NewFromConfig(*config.AWSConfig, config.DynamoDBOptions...),
-		TableName:   config.LeaseTable,
-		CreateTable: config.CreateLeaseTable,
+		Client:      dynamodb.NewFromConfig(*config.AWSConfig, config.Group.DynamoDBOptions...),
+		TableName:   config.Group.LeaseTable,
+		CreateTable: config.Group.CreateLeaseTable,
 	})
 	if errors.Is(err, lease.ErrTableNotFound) {
-		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q (set SubscriberConfig.CreateLeaseTable to create it): %w", config.ConsumerGroup, err)
+		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q (set SubscriberConfig.Group.CreateLeaseTable to create it): %w", config.Group.Name, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q: %w", config.ConsumerGroup, err)
+		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q: %w", config.Group.Name, err)
 	}
 	return store, nil
 }
@@ -160,9 +160,9 @@ func (s *Subscriber) register(ctx context.Context, stream string) (*subscription
 	}
 	cfg := s.config
 	slot := 0
-	if cfg.ConsumerGroup != "" {
+	if cfg.Group.Name != "" {
 		slot = s.takeMemberSlot(stream)
-		cfg.WorkerID = memberID(s.config.WorkerID, slot)
+		cfg.Group.WorkerID = memberID(s.config.Group.WorkerID, slot)
 	}
 	sub := newSubscription(ctx, cfg, s.logger, stream)
 	sub.metrics = s.metrics

@@ -70,8 +70,8 @@ func TestSubscriber_AckBeforeStopIsCheckpointed(t *testing.T) {
 	e := newSubEnv(t, 1, nil)
 	e.publish(subMsgs(1, 3)...)
 	cfg := e.config(subGroup)
-	cfg.LeaseDuration = 10 * time.Second
-	cfg.LeaseRenewInterval = 200 * time.Millisecond
+	cfg.Group.LeaseDuration = 10 * time.Second
+	cfg.Group.LeaseRenewInterval = 200 * time.Millisecond
 	s := e.subscriber(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -199,7 +199,7 @@ func TestSubscriber_LeaseLostFencesReader(t *testing.T) {
 			e := newSubEnv(t, 1, nil)
 			e.publish(subMsgs(1, 3)...)
 			cfg := e.config(subGroup)
-			cfg.LeaseDuration = time.Minute // the thief stays alive to this worker
+			cfg.Group.LeaseDuration = time.Minute // the thief stays alive to this worker
 			s := e.subscriber(cfg)
 			ch := e.subscribe(s, context.Background())
 
@@ -294,8 +294,8 @@ func TestSubscriber_LeaseStoreDown(t *testing.T) {
 			e := newSubEnv(t, 1, nil)
 			e.publish(subMsgs(1, 2)...)
 			cfg := e.config(subGroup)
-			cfg.LeaseDuration = 400 * time.Millisecond
-			cfg.LeaseRenewInterval = 100 * time.Millisecond
+			cfg.Group.LeaseDuration = 400 * time.Millisecond
+			cfg.Group.LeaseRenewInterval = 100 * time.Millisecond
 			s := e.subscriber(cfg)
 			ch := e.subscribe(s, context.Background())
 			first := subRecv(t, ch)
@@ -311,12 +311,12 @@ func TestSubscriber_LeaseStoreDown(t *testing.T) {
 			downAt := time.Now()
 			subDone(t, first.Context(), "lease store down")
 			stopped := time.Since(downAt)
-			t.Logf("reader paused %s after the store went down (LeaseDuration %s)", stopped, cfg.LeaseDuration)
+			t.Logf("reader paused %s after the store went down (LeaseDuration %s)", stopped, cfg.Group.LeaseDuration)
 			// It must stop before LeaseDuration has passed since its last successful
 			// renewal, which was before downAt; the slack only absorbs scheduling delays of
 			// a loaded machine.
-			if stopped > cfg.LeaseDuration+time.Second {
-				t.Errorf("reader kept the shard for %s with no renewal, LeaseDuration is %s", stopped, cfg.LeaseDuration)
+			if stopped > cfg.Group.LeaseDuration+time.Second {
+				t.Errorf("reader kept the shard for %s with no renewal, LeaseDuration is %s", stopped, cfg.Group.LeaseDuration)
 			}
 			if tc.quiet {
 				subNone(t, ch, subQuiet)
@@ -412,8 +412,8 @@ func subSlowStart(t *testing.T) {
 	})
 	defer close(iter.release)
 	cfg := e.config(subGroup)
-	cfg.LeaseDuration = 400 * time.Millisecond
-	cfg.LeaseRenewInterval = 100 * time.Millisecond
+	cfg.Group.LeaseDuration = 400 * time.Millisecond
+	cfg.Group.LeaseRenewInterval = 100 * time.Millisecond
 	s := e.subscriber(cfg)
 	type result struct {
 		ch  <-chan *message.Message
@@ -476,7 +476,7 @@ func TestSubscriber_GroupSharesShards(t *testing.T) {
 		}
 	}
 	cfgA, cfgB := e.config(subGroup), e.config(subGroup)
-	cfgA.WorkerID, cfgB.WorkerID = "worker-a", "worker-b"
+	cfgA.Group.WorkerID, cfgB.Group.WorkerID = "worker-a", "worker-b"
 	a, b := e.subscriber(cfgA), e.subscriber(cfgB)
 	chA := e.subscribe(a, context.Background())
 	chB := e.subscribe(b, context.Background())
@@ -629,9 +629,9 @@ func TestSubscriber_SlowHandlerKeepsLease(t *testing.T) {
 	e := newSubEnv(t, 1, nil)
 	e.publish(subMsgs(0, 2)...)
 	cfg := e.config(subGroup)
-	cfg.LeaseDuration = 300 * time.Millisecond
-	cfg.LeaseRenewInterval = 50 * time.Millisecond
-	cfg.CheckpointInterval = time.Hour // renewals alone must keep the lease
+	cfg.Group.LeaseDuration = 300 * time.Millisecond
+	cfg.Group.LeaseRenewInterval = 50 * time.Millisecond
+	cfg.Group.CheckpointInterval = time.Hour // renewals alone must keep the lease
 	watch := watchSubStore(e.store)
 	s := e.subscriber(cfg)
 	ch := e.subscribe(s, context.Background())
@@ -640,7 +640,7 @@ func TestSubscriber_SlowHandlerKeepsLease(t *testing.T) {
 
 	// Hold the message until the owner has renewed enough times to span three lease
 	// durations: counted renewals, not a timer, say when that is.
-	renewsNeeded := 3 * int(cfg.LeaseDuration/cfg.LeaseRenewInterval)
+	renewsNeeded := 3 * int(cfg.Group.LeaseDuration/cfg.Group.LeaseRenewInterval)
 	start := watch.n(lease.OpRenew)
 	deadline := time.After(subWait)
 	for watch.n(lease.OpRenew)-start < renewsNeeded {

@@ -107,17 +107,19 @@ func newSubEnv(t *testing.T, shards int32, clock *subClock) *subEnv {
 // consumer group.
 func (e *subEnv) config(group string) kinesis.SubscriberConfig {
 	cfg := kinesis.SubscriberConfig{
-		Client:             e.log,
-		PollInterval:       10 * time.Millisecond,
-		MinReadInterval:    time.Millisecond,
-		LeaseSyncInterval:  50 * time.Millisecond,
-		CheckpointInterval: 50 * time.Millisecond,
-		NackResendSleep:    5 * time.Millisecond,
-		CloseTimeout:       subWait,
+		Client:          e.log,
+		PollInterval:    10 * time.Millisecond,
+		MinReadInterval: time.Millisecond,
+		Group: kinesis.GroupConfig{
+			LeaseSyncInterval:  50 * time.Millisecond,
+			CheckpointInterval: 50 * time.Millisecond,
+		},
+		NackResendSleep: 5 * time.Millisecond,
+		CloseTimeout:    subWait,
 	}
 	if group != "" {
-		cfg.ConsumerGroup = group
-		cfg.LeaseStore = e.store
+		cfg.Group.Name = group
+		cfg.Group.LeaseStore = e.store
 	}
 	return cfg
 }

@@ -282,8 +282,8 @@ func TestSubscriber_MaxInFlightSettlesOutOfOrder(t *testing.T) {
 			e.publish(subMsgs(1, 4)...)
 			cfg := e.config(group)
 			cfg.MaxInFlight = 3
-			cfg.CheckpointInterval = time.Minute // no periodic wake-up hides the problem
-			cfg.LeaseDuration = 3 * time.Minute
+			cfg.Group.CheckpointInterval = time.Minute // no periodic wake-up hides the problem
+			cfg.Group.LeaseDuration = 3 * time.Minute
 			s := e.subscriber(cfg)
 			ch := e.subscribe(s, context.Background())
 			out := subRecvN(t, ch, 3)

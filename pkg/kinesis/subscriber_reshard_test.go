@@ -70,7 +70,7 @@ func TestReshardSplitChildWaitsForParentThenStartsAtOnce(t *testing.T) {
 	cfg := e.config(subGroup)
 	// Neither periodic sync may start the children: only the parent's end can.
 	cfg.ShardSyncInterval = time.Hour
-	cfg.LeaseSyncInterval = time.Hour
+	cfg.Group.LeaseSyncInterval = time.Hour
 	ch := e.subscribe(e.subscriber(cfg), context.Background())
 
 	first := subRecv(t, ch)
@@ -261,7 +261,7 @@ func TestReshardWithoutChildShardsListsAtOnce(t *testing.T) {
 	cfg.Client = subNoChildShards{e.log}
 	// Neither periodic sync may find the children: only the listing at the parent's end can.
 	cfg.ShardSyncInterval = time.Hour
-	cfg.LeaseSyncInterval = time.Hour
+	cfg.Group.LeaseSyncInterval = time.Hour
 	ch := e.subscribe(e.subscriber(cfg), context.Background())
 	parent := subRecv(t, ch)
 	e.subSplit(subShard(0))

@@ -82,7 +82,7 @@ func runB7(ctx context.Context, e *env) (result, error) {
 		notes: []string{
 			"heap: HeapAlloc after runtime.GC() at n/4, n/2 and 3n/4 messages received (the max of the three) minus HeapAlloc after runtime.GC() once the backlog is in memlog; the 200k heap is the median of the default-budget runs.",
 			fmt.Sprintf("unbounded (MaxBufferedRecords 1<<30, MaxBufferedBytes 1<<40) 200k heap: %s (median); drain rates leave out the time of the forced GCs.", fmtMiB(median(unboundedHeaps))),
-			"subscriber: ConsumerGroup with lease.NewMemoryStore(), PollInterval 1 ms and MinReadInterval 1 µs (lowered to keep the row fast), all else default (MaxInFlight 1, MaxBufferedRecords 10000, MaxBufferedBytes 64 MiB, GetRecordsLimit 10000).",
+			"subscriber: a Group with lease.NewMemoryStore(), PollInterval 1 ms and MinReadInterval 1 µs (lowered to keep the row fast), all else default (MaxInFlight 1, MaxBufferedRecords 10000, MaxBufferedBytes 64 MiB, GetRecordsLimit 10000).",
 		},
 	}, nil
 }

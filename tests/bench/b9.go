@@ -60,7 +60,7 @@ func runB9(ctx context.Context, e *env) (result, error) {
 			fmt.Sprintf("OrderByKey, where a key's time went: %s in the handler (time.Sleep(1 ms) as the runtime's timers made it under this load), %s from a handler's return to the start of its key's next message (Ack, the driver, the router); %d keys / %s = %s is what that handler time allows a key-ordered consumer with no turnaround at all.",
 				ours.inHandler.Round(time.Microsecond), ours.turnaround.Round(time.Microsecond), b9Keys, ours.inHandler.Round(time.Microsecond),
 				fmtRate(float64(b9Keys)/ours.inHandler.Seconds())),
-			"the rate is 40,000 over the time from router.Run to the last handler's return; a violation is a message whose handler started while the previous message of its key was still in the handler (not yet acked), or whose per-key counter is not above the last one started for its key (a redelivery counts too); subscriber: ConsumerGroup with lease.NewMemoryStore(), PollInterval 1 ms, MinReadInterval 1 µs; publisher: PartitionKeyFromMetadata(\"" + b9KeyField + "\").",
+			"the rate is 40,000 over the time from router.Run to the last handler's return; a violation is a message whose handler started while the previous message of its key was still in the handler (not yet acked), or whose per-key counter is not above the last one started for its key (a redelivery counts too); subscriber: a Group with lease.NewMemoryStore(), PollInterval 1 ms, MinReadInterval 1 µs; publisher: PartitionKeyFromMetadata(\"" + b9KeyField + "\").",
 		},
 	}, nil
 }

@@ -37,7 +37,7 @@ func kinesaliteClient(endpoint string) *awskinesis.Client {
 func memlogSubscriberConfig(log *memlog.Log, group string) kinesis.SubscriberConfig {
 	cfg := kinesis.SubscriberConfig{Client: log, PollInterval: time.Millisecond, MinReadInterval: time.Microsecond}
 	if group != "" {
-		cfg.ConsumerGroup, cfg.LeaseStore = group, lease.NewMemoryStore()
+		cfg.Group.Name, cfg.Group.LeaseStore = group, lease.NewMemoryStore()
 	}
 	return cfg
 }

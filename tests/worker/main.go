@@ -161,7 +161,7 @@ func run(args []string) int {
 		}
 	}
 	cfg := subscriberConfig(o)
-	cfg.OnShardAcquired, cfg.OnShardRevoked, cfg.OnShardLost = hook("acquired"), hook("revoked"), hook("lost")
+	cfg.Group.Hooks.OnAcquired, cfg.Group.Hooks.OnRevoked, cfg.Group.Hooks.OnLost = hook("acquired"), hook("revoked"), hook("lost")
 
 	sub, err := kinesis.NewSubscriber(cfg, logger)
 	if err != nil {
@@ -231,26 +231,28 @@ func subscriberConfig(o options) kinesis.SubscriberConfig {
 		Credentials: credentials.NewStaticCredentialsProvider(o.accessKey, o.secretKey, ""),
 	}
 	cfg := kinesis.SubscriberConfig{
-		AWSConfig:          &awsCfg,
-		ConsumerGroup:      o.group,
-		LeaseTable:         o.leaseTable,
-		CreateLeaseTable:   true,
-		WorkerID:           o.workerID,
-		MaxInFlight:        o.maxInFlight,
-		LeaseDuration:      o.leaseDuration,
-		LeaseRenewInterval: o.leaseRenewInterval,
-		LeaseSyncInterval:  o.leaseSyncInterval,
-		CheckpointInterval: o.checkpointInterval,
-		PollInterval:       o.pollInterval,
-		MinReadInterval:    o.minReadInterval,
-		HandoffTimeout:     o.handoffTimeout,
-		CloseTimeout:       o.closeTimeout,
+		AWSConfig: &awsCfg,
+		Group: kinesis.GroupConfig{
+			Name:               o.group,
+			LeaseTable:         o.leaseTable,
+			CreateLeaseTable:   true,
+			WorkerID:           o.workerID,
+			LeaseDuration:      o.leaseDuration,
+			LeaseRenewInterval: o.leaseRenewInterval,
+			LeaseSyncInterval:  o.leaseSyncInterval,
+			CheckpointInterval: o.checkpointInterval,
+			HandoffTimeout:     o.handoffTimeout,
+		},
+		MaxInFlight:     o.maxInFlight,
+		PollInterval:    o.pollInterval,
+		MinReadInterval: o.minReadInterval,
+		CloseTimeout:    o.closeTimeout,
 	}
 	if o.kinesisEndpoint != "" {
 		cfg.KinesisOptions = []func(*awskinesis.Options){func(k *awskinesis.Options) { k.BaseEndpoint = aws.String(o.kinesisEndpoint) }}
 	}
 	if o.dynamoDBEndpoint != "" {
-		cfg.DynamoDBOptions = []func(*dynamodb.Options){func(d *dynamodb.Options) { d.BaseEndpoint = aws.String(o.dynamoDBEndpoint) }}
+		cfg.Group.DynamoDBOptions = []func(*dynamodb.Options){func(d *dynamodb.Options) { d.BaseEndpoint = aws.String(o.dynamoDBEndpoint) }}
 	}
 	return cfg
 }
