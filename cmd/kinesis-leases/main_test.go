@@ -84,8 +84,8 @@ func runGroup(t *testing.T, e *emulators, stream, group string, store lease.Stor
 	}
 	defer pub.Close()
 	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-		Client: e.kinesis,
-		Group:  kinesis.GroupConfig{Name: group, LeaseStore: store, WorkerID: "inspect-worker"},
+		Client:       e.kinesis,
+		Group:        kinesis.GroupConfig{Name: group, LeaseStore: store, WorkerID: "inspect-worker"},
 		CreateStream: true, CreateStreamShards: 2, PollInterval: 50 * time.Millisecond,
 	}, logger)
 	if err != nil {
