@@ -185,7 +185,7 @@ type reshardRecord struct {
 // skipped). A number already delivered is a rewind, allowed only after a change of owner: the
 // instance delivering it is not the one that delivered the key's previous record, or it is but
 // its reader of that shard stopped in between (lease lost or handed over, reported by the
-// OnShardLost and OnShardRevoked hooks, which run before the shard can be read again). The
+// OnLost and OnRevoked hooks, which run before the shard can be read again). The
 // new owner resumes from the checkpoint, and from there the key must go on in order again, so
 // only a suffix of the sequence is ever repeated; it is counted as redelivered.
 type reshardLedger struct {
@@ -196,7 +196,7 @@ type reshardLedger struct {
 	lastInst   []int
 	lastStops  []int          // stops[instance/shard] at the key's last delivery
 	stops      map[string]int // "instance/shard" -> readers of that shard the instance stopped
-	lost       int            // OnShardLost calls
+	lost       int            // OnLost calls
 	seen       map[[2]int]bool
 	deliveries int
 	rewinds    int
@@ -238,7 +238,7 @@ func (l *reshardLedger) loadStopped(rounds, keys int) {
 	l.produced = rounds * keys
 }
 
-// stopped notes that an instance's reader of a shard stopped (OnShardLost or OnShardRevoked).
+// stopped notes that an instance's reader of a shard stopped (OnLost or OnRevoked).
 func (l *reshardLedger) stopped(instance int, ev kinesis.ShardEvent, lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -363,7 +363,7 @@ func biRows() []biRow {
 			lines: []string{"kinesis: SubscriberConfig.Group.LeaseStore is a nil *lease.MemoryStore; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set Group.LeaseTable"}},
 		{name: "SubscriberConfig: Group.LeaseStore without Group.Name",
 			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.Group.LeaseStore = lease.NewMemoryStore() })),
-			lines: []string{"kinesis: SubscriberConfig.Group.Name is empty but Group.LeaseStore is set; a lease store serves a consumer group: name the group in Group.Name, or leave the store unset to read every shard without leases"}},
+			lines: []string{"kinesis: SubscriberConfig.Group.Name is empty but Group.LeaseStore is set; these lease settings serve a consumer group: name the group in Group.Name, or leave them unset to read every shard without leases"}},
 		{name: "SubscriberConfig: GetRecordsLimit -1",
 			call:  biNewSubscriber(biSub(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = -1 })),
 			lines: []string{"kinesis: SubscriberConfig.GetRecordsLimit is -1; Kinesis allows 1 to 10000"}},

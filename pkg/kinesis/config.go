@@ -54,8 +54,9 @@ type Position struct {
 
 // ShardEvent names a shard whose ownership changed, for the ShardHooks.
 type ShardEvent struct {
-	Stream        string
-	ShardID       string
+	Stream  string
+	ShardID string
+	// ConsumerGroup is the GroupConfig.Name of the subscriber.
 	ConsumerGroup string
 	// WorkerID is the subscription's name in the lease table: GroupConfig.WorkerID for the
 	// first subscription of a stream, WorkerID#2, #3, ... for others open beside it.
@@ -116,7 +117,7 @@ type SubscriberConfig struct {
 	// each shard is read by one instance at a time, through leases, and acked progress is
 	// checkpointed, so a restarted group resumes where it left off. When Group.Name is
 	// empty, every subscription reads every shard from InitialPosition, with no leases and no
-	// checkpoints.
+	// checkpoints, and a lease store set without the name is refused. Default: no group.
 	Group GroupConfig
 
 	// Unmarshaler decodes records. Default: EnvelopeMarshaler.
@@ -208,14 +209,19 @@ type SubscriberConfig struct {
 }
 
 // GroupConfig makes a Subscriber one instance of a consumer group (SubscriberConfig.Group).
-// With Name empty there is no group: the lease store settings are then refused (a store with
-// no group is a group name lost on the way), and the timings and hooks are unused.
+// With Name empty there is no group: LeaseStore, LeaseTable and CreateLeaseTable are then
+// refused (a store with no group is a group name lost on the way), and the other settings are
+// unused.
 type GroupConfig struct {
 	// Name names the group. Instances that share it, on one stream, share its shards: each
 	// shard is read by one of them at a time, through leases in LeaseStore, and progress is
-	// checkpointed there. Empty: no group.
+	// checkpointed there. It must be valid UTF-8 of at most 1919 bytes, so that the stream
+	// name, a "|" and the group fit DynamoDB's 2048-byte partition key. Default: empty, no
+	// group.
 	Name string
-	// LeaseStore keeps the group's leases and checkpoints. Set it or LeaseTable.
+	// LeaseStore keeps the group's leases and checkpoints: lease.NewDynamoDBStore for
+	// instances in many processes, lease.NewMemoryStore for one. Required with Name unless
+	// LeaseTable is set.
 	LeaseStore lease.Store
 	// LeaseTable, when LeaseStore is nil, is the DynamoDB table of the leases: NewSubscriber
 	// opens it with lease.NewDynamoDBStore, with a client built from SubscriberConfig.AWSConfig
@@ -242,7 +248,11 @@ type GroupConfig struct {
 	// observer) stays with its owner before another instance may take it: how long a
 	// crashed instance's shards wait for a new reader. Default: 10 s.
 	LeaseDuration time.Duration
-	// LeaseRenewInterval is how often an owner renews its leases. Default: LeaseDuration / 3.
+	// LeaseRenewInterval is how often an owner renews its leases, and the time limit of each
+	// renewal and checkpoint call its readers make. Shorter gives an owner that cannot renew
+	// more tries before it pauses its shards (at 0.8 × LeaseDuration after its last renewal),
+	// at more writes; it must stay above the store's latency and below LeaseDuration.
+	// Default: LeaseDuration / 3.
 	LeaseRenewInterval time.Duration
 	// LeaseSyncInterval is how often the group's leases are read to take free or expired
 	// ones and to even out the group. Default: 2 s.
@@ -258,8 +268,8 @@ type GroupConfig struct {
 	Hooks ShardHooks
 }
 
-// ShardHooks are called when a shard of a consumer group changes hands (GroupConfig.Hooks),
-// for handlers that keep state per shard. Each may be nil. They run on the shard's reader
+// ShardHooks are told when this instance starts, pauses or stops reading a shard of its
+// consumer group (GroupConfig.Hooks), for handlers that keep state per shard. Each may be nil. They run on the shard's reader
 // goroutine (several shards' hooks may run at once) and hold up that shard while they run.
 type ShardHooks struct {
 	// OnAcquired is called when this instance starts reading a shard, before the shard's
@@ -368,15 +378,16 @@ func (c SubscriberConfig) Validate() error {
 	}
 	g := c.Group
 	if len(unnamed) > 0 {
-		add("Group.Name is empty but %s set; a lease store serves a consumer group: name the group in Group.Name, or leave the store unset to read every shard without leases", joinAnd(unnamed))
+		add("Group.Name is empty but %s set; these lease settings serve a consumer group: name the group in Group.Name, or leave them unset to read every shard without leases", joinAnd(unnamed))
 	}
-	if g.LeaseStore != nil && isNil(g.LeaseStore) {
+	// The store's own checks would only add advice about a store that is refused anyway.
+	if len(unnamed) == 0 && g.LeaseStore != nil && isNil(g.LeaseStore) {
 		add("Group.LeaseStore is a nil %T; pass lease.NewMemoryStore() or a store made with lease.NewDynamoDBStore, or leave it nil and set Group.LeaseTable", g.LeaseStore)
 	}
 	if g.Name != "" && g.LeaseStore == nil && g.LeaseTable == "" {
 		add("Group.LeaseStore is nil and Group.LeaseTable is empty but Group.Name %q is set; a group keeps its leases in a store (LeaseTable for DynamoDB, lease.NewMemoryStore for one process)", g.Name)
 	}
-	if g.LeaseStore == nil && g.LeaseTable != "" && c.AWSConfig == nil {
+	if len(unnamed) == 0 && g.LeaseStore == nil && g.LeaseTable != "" && c.AWSConfig == nil {
 		add("Group.LeaseTable %q is set but AWSConfig is nil; the DynamoDB client is built from AWSConfig (or pass Group.LeaseStore: lease.NewDynamoDBStore)", g.LeaseTable)
 	}
 	if err := validateGroupName(g.Name); err != nil {
@@ -438,9 +449,9 @@ func (c SubscriberConfig) Validate() error {
 // storeWithoutName lists the lease store settings that are set while Name is empty. A store
 // with no group to keep is a group name lost on the way (an unset environment variable, say),
 // which would otherwise turn an instance of a group into a subscriber that reads every shard
-// from InitialPosition and checkpoints nothing. The timings and hooks are left out: a config
-// shared by grouped and ungrouped subscribers may carry them, and without a group they are
-// simply unused.
+// from InitialPosition and checkpoints nothing. DynamoDBOptions, the timings and the hooks are
+// left out: a config (or a helper that sets the endpoints) shared by grouped and ungrouped
+// subscribers may carry them, and without a group they are simply unused.
 func (g GroupConfig) storeWithoutName() []string {
 	if g.Name != "" {
 		return nil
@@ -451,7 +462,7 @@ func (g GroupConfig) storeWithoutName() []string {
 		isSet bool
 	}{
 		{"LeaseStore", g.LeaseStore != nil}, {"LeaseTable", g.LeaseTable != ""},
-		{"CreateLeaseTable", g.CreateLeaseTable}, {"DynamoDBOptions", len(g.DynamoDBOptions) > 0},
+		{"CreateLeaseTable", g.CreateLeaseTable},
 	} {
 		if f.isSet {
 			set = append(set, "Group."+f.name)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
@@ -158,9 +159,14 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 			c.Group.LeaseTable, c.Group.CreateLeaseTable = "leases", true
 		}),
 			want: [][]string{{"Group.Name is empty", "Group.LeaseTable and Group.CreateLeaseTable are set"}}},
-		{name: "group timings and hooks without a group name are unused, not refused", cfg: valid(func(c *kinesis.SubscriberConfig) {
+		{name: "lease table without a group name or AWSConfig: one problem, no advice on the store", cfg: valid(func(c *kinesis.SubscriberConfig) {
+			c.Group.LeaseTable = "leases"
+		}),
+			want: [][]string{{"Group.Name is empty", "Group.LeaseTable is set"}}},
+		{name: "group timings, hooks and DynamoDBOptions without a group name are unused, not refused", cfg: valid(func(c *kinesis.SubscriberConfig) {
 			c.Group.LeaseDuration, c.Group.CheckpointInterval = time.Minute, time.Second
 			c.Group.Hooks.OnLost = func(kinesis.ShardEvent) {}
+			c.Group.DynamoDBOptions = []func(*dynamodb.Options){func(*dynamodb.Options) {}}
 		})},
 		{name: "GetRecordsLimit 10001", cfg: valid(func(c *kinesis.SubscriberConfig) { c.GetRecordsLimit = 10001 }),
 			want: [][]string{{"GetRecordsLimit", "10001", "1 to 10000"}}},

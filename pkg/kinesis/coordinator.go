@@ -17,7 +17,7 @@ import (
 )
 
 // subscription is one Subscribe call: a coordinator goroutine and a reader goroutine per shard
-// it reads. In a group, each subscription is its own member, named by cfg.WorkerID (see
+// it reads. In a group, each subscription is its own member, named by cfg.Group.WorkerID (see
 // Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
@@ -333,7 +333,7 @@ func (c *subscription) armExpiry(expiry clock.Timer) {
 	}
 }
 
-// hook calls one of the SubscriberConfig hooks, if set.
+// hook calls one of the ShardHooks (Group.Hooks), if set.
 func (c *subscription) hook(f func(ShardEvent), shardID string) {
 	if f != nil {
 		f(ShardEvent{Stream: c.stream, ShardID: shardID, ConsumerGroup: c.cfg.Group.Name, WorkerID: c.cfg.Group.WorkerID})

@@ -471,9 +471,9 @@ func TestFaultListShardsFailing(t *testing.T) {
 // The lease store (MemoryStore.SetFault) fails every call.
 //
 // A reader that cannot renew pauses LeaseDuration/5 before its lease could expire, 8 s after its
-// last successful renewal: it delivers nothing more, the OnShardLost hook runs, and it keeps
+// last successful renewal: it delivers nothing more, the OnLost hook runs, and it keeps
 // trying to renew. A renewal is conditioned on owner and generation, so one that succeeds
-// proves nobody took the lease: the reader resumes where it was (OnShardAcquired again).
+// proves nobody took the lease: the reader resumes where it was (OnAcquired again).
 //
 // "3s", "4s" and "6s": four outages each, shorter than LeaseDuration, at different points of
 // the readers' renewal cycles (every LeaseRenewInterval, 3.3 s). Nothing changes: no lease

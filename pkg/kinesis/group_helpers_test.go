@@ -75,7 +75,7 @@ type grpDelivery struct {
 }
 
 // grpTenure is one worker's time as the reader of one shard: from its successful Take to its
-// reader's OnShardRevoked or OnShardLost.
+// reader's OnRevoked or OnLost.
 type grpTenure struct {
 	open        bool
 	gen         int64
@@ -506,7 +506,7 @@ func (w *grpWorld) onResume(worker, shard string) {
 	tn.open = true
 }
 
-// onEnd closes worker's tenure of shard (OnShardRevoked or OnShardLost).
+// onEnd closes worker's tenure of shard (OnRevoked or OnLost).
 func (w *grpWorld) onEnd(worker, shard, hook string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -243,7 +243,7 @@ func TestGroupHandoff(t *testing.T) {
 				// (An owner whose Handoff fails has revoked the shard already: it
 				// checkpoints and stops delivering before it tries.)
 				if got := len(w1.eventsOf("revoked", x)); got != revokedBefore && mode != "owner never hands over" {
-					t.Fatalf("%s: OnShardRevoked fired for %s", what, x)
+					t.Fatalf("%s: OnRevoked fired for %s", what, x)
 				}
 			}
 
@@ -308,7 +308,7 @@ func TestGroupHandoff(t *testing.T) {
 				})
 				waited := takenAt.Sub(askedAt)
 				attempts := len(w1.store.opsOf(lease.OpHandoff, x))
-				t.Logf("owner stuck: w2 took the lease %s after asking (HandoffTimeout %s); w1 tried to hand over %d time(s), OnShardRevoked fired %d time(s)",
+				t.Logf("owner stuck: w2 took the lease %s after asking (HandoffTimeout %s); w1 tried to hand over %d time(s), OnRevoked fired %d time(s)",
 					waited, grpHandoffTimeout, attempts, len(w1.eventsOf("revoked", x))-revokedBefore)
 				if waited < grpHandoffTimeout || waited > grpHandoffTimeout+2*grpSyncInterval {
 					t.Errorf("w2 took the lease %s after asking, want HandoffTimeout (%s) plus at most two lease syncs", waited, grpHandoffTimeout)
@@ -317,7 +317,7 @@ func TestGroupHandoff(t *testing.T) {
 					t.Errorf("w1 tried Handoff %d times in %s, want at most one per LeaseRenewInterval (%d)", attempts, waited, max)
 				}
 				if got := len(w1.eventsOf("revoked", x)) - revokedBefore; got != 1 {
-					t.Errorf("OnShardRevoked fired %d times on w1 for %s, want once", got, x)
+					t.Errorf("OnRevoked fired %d times on w1 for %s, want once", got, x)
 				}
 				w.e.store.SetFault(nil)
 				next := w.publishTo(3, 2)
@@ -325,10 +325,10 @@ func TestGroupHandoff(t *testing.T) {
 			}
 
 			if got := w2.eventsOf("acquired", x); len(got) != 1 {
-				t.Errorf("OnShardAcquired for %s on w2: %+v, want once", x, got)
+				t.Errorf("OnAcquired for %s on w2: %+v, want once", x, got)
 			}
 			if got := w1.eventsOf("revoked", x); len(got) == 0 {
-				t.Errorf("OnShardRevoked never fired for %s on w1", x)
+				t.Errorf("OnRevoked never fired for %s on w1", x)
 			}
 			d := w.runUntil("spread over w1 and w2", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
 			t.Logf("then spread over w1 and w2 in %s more (%s)", d, w.counts("w1", "w2"))
@@ -471,7 +471,7 @@ func groupCrash(t *testing.T, after time.Duration) {
 				s, at.Sub(seen), at.Sub(lastChange[s]), grpLeaseDuration)
 		}
 		if lost := w1.eventsOf("lost", s); len(lost) != 1 {
-			t.Errorf("w1's OnShardLost for %s: %+v, want once", s, lost)
+			t.Errorf("w1's OnLost for %s: %+v, want once", s, lost)
 		}
 	}
 	failover := firstDelivery.Sub(cutAt)
@@ -525,7 +525,7 @@ func sortedSet(m map[string]bool) []string {
 
 // An instance that cannot reach the lease store (its calls hang, as in a paused process or a
 // network that drops packets, or fail) stops delivering its shards before LeaseDuration has
-// passed since its last successful renewal: OnShardLost fires and its messages' contexts are
+// passed since its last successful renewal: OnLost fires and its messages' contexts are
 // done. The other instance then takes the leases and redelivers what was not checkpointed;
 // once the first instance is back, its late writes are refused and the checkpoint is the new
 // owner's.
@@ -572,7 +572,7 @@ func TestGroupPausedOwnerFenced(t *testing.T) {
 						if lost := w1.eventsOf("lost", v); len(lost) > 0 {
 							stoppedAt[v] = lost[0].at
 						} else if w.since(lastOK[v]) >= grpLeaseDuration {
-							t.Errorf("%s: w1 still delivers it %s after its last successful renewal (LeaseDuration %s); no OnShardLost",
+							t.Errorf("%s: w1 still delivers it %s after its last successful renewal (LeaseDuration %s); no OnLost",
 								v, w.since(lastOK[v]), grpLeaseDuration)
 							stoppedAt[v] = time.Time{}
 						}

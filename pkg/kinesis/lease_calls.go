@@ -34,7 +34,7 @@ type leaseState struct {
 	// paused: past the stop point with no renewal since; nothing is sent or read until a
 	// renewal succeeds.
 	paused  bool
-	revoked bool // OnShardRevoked (or, at a pause, OnShardLost) was called
+	revoked bool // Hooks.OnRevoked (or, at a pause, Hooks.OnLost) was called
 }
 
 // startLease sets the first renewal and checkpoint times once the reader holds its iterator.
@@ -310,7 +310,7 @@ func (r *shardReader) handOver() error {
 	return nil
 }
 
-// revokeOnce calls OnShardRevoked, once per reader: a handoff that is retried, or a Close
+// revokeOnce calls Hooks.OnRevoked, once per reader: a handoff that is retried, or a Close
 // after a handoff attempt, does not revoke the shard again.
 func (r *shardReader) revokeOnce() {
 	if !r.revoked {

@@ -24,6 +24,7 @@ func TestREADMEConfiguration(t *testing.T) {
 	sub.setValueDefaults()
 	var pub PublisherConfig
 	pub.setValueDefaults()
+	tables := map[string]map[string]readmeRow{}
 	for _, tc := range []struct {
 		header string // the table's first header cell
 		config reflect.Value
@@ -32,71 +33,99 @@ func TestREADMEConfiguration(t *testing.T) {
 		{"`GroupConfig` field (`SubscriberConfig.Group`)", reflect.ValueOf(sub.Group)},
 		{"`PublisherConfig` field", reflect.ValueOf(pub)},
 	} {
-		t.Run(tc.config.Type().Name(), func(t *testing.T) {
-			rows := readmeTable(string(readme), tc.header)
-			if rows == nil {
-				t.Fatalf("README.md has no table headed %q", tc.header)
+		typ := tc.config.Type()
+		rows, err := readmeTable(string(readme), tc.header)
+		if err != nil {
+			t.Errorf("README.md: %v", err)
+			continue
+		}
+		tables[typ.Name()] = rows
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
 			}
-			typ := tc.config.Type()
-			for i := range typ.NumField() {
-				f := typ.Field(i)
-				if !f.IsExported() {
-					continue
-				}
-				cell, ok := rows[f.Name]
-				if !ok {
-					t.Errorf("README.md's %s table has no row for %s", typ.Name(), f.Name)
-					continue
-				}
-				delete(rows, f.Name)
-				if f.Name == "LeaseRenewInterval" { // derived from LeaseDuration: checked below
-					continue
-				}
-				want, ok := readmeDefault(tc.config.Field(i))
-				if !ok {
-					continue
-				}
-				if !strings.HasPrefix(strings.ReplaceAll(cell, "`", ""), want) {
-					t.Errorf("README.md says %s.%s defaults to %q; the code sets %s", typ.Name(), f.Name, cell, want)
-				}
+			row, ok := rows[f.Name]
+			if !ok {
+				t.Errorf("README.md's %s table has no row for %s", typ.Name(), f.Name)
+				continue
 			}
-			for name := range rows {
+			if f.Name == "LeaseRenewInterval" { // derived from LeaseDuration: checked below
+				continue
+			}
+			want, ok := readmeDefault(tc.config.Field(i))
+			if !ok {
+				continue
+			}
+			if got := readmeDefaultValue(row.defaultCell); got != want {
+				t.Errorf("README.md says %s.%s defaults to %q; the code sets %s", typ.Name(), f.Name, row.defaultCell, want)
+			}
+		}
+		for name := range rows {
+			if _, ok := typ.FieldByName(name); !ok {
 				t.Errorf("README.md's %s table has a row for %s, which is not a field of it", typ.Name(), name)
 			}
-		})
+		}
 	}
 
-	// The defaults that depend on other fields.
-	if sub.Group.LeaseRenewInterval != sub.Group.LeaseDuration/3 || !strings.Contains(string(readme), "| `LeaseRenewInterval` | `LeaseDuration` / 3 |") {
-		t.Errorf("LeaseRenewInterval defaults to %s with LeaseDuration %s; README.md must say `LeaseDuration` / 3", sub.Group.LeaseRenewInterval, sub.Group.LeaseDuration)
+	// The defaults that depend on other fields, and the hooks, named in the Hooks row.
+	group, subscriber := tables["GroupConfig"], tables["SubscriberConfig"]
+	if group == nil || subscriber == nil {
+		return
+	}
+	if sub.Group.LeaseRenewInterval != sub.Group.LeaseDuration/3 || group["LeaseRenewInterval"].defaultCell != "`LeaseDuration` / 3" {
+		t.Errorf("LeaseRenewInterval defaults to %s with LeaseDuration %s; README.md says %q, want `LeaseDuration` / 3",
+			sub.Group.LeaseRenewInterval, sub.Group.LeaseDuration, group["LeaseRenewInterval"].defaultCell)
 	}
 	byKey := SubscriberConfig{Ordering: OrderByKey}
 	byKey.setValueDefaults()
-	if want := fmt.Sprintf("| `MaxInFlight` | 1; %d with `OrderByKey` or `Unordered` |", byKey.MaxInFlight); !strings.Contains(string(readme), want) {
-		t.Errorf("README.md lacks %q", want)
+	if want := fmt.Sprintf("%d; %d with `OrderByKey` or `Unordered`", sub.MaxInFlight, byKey.MaxInFlight); subscriber["MaxInFlight"].defaultCell != want {
+		t.Errorf("README.md says MaxInFlight defaults to %q, want %q", subscriber["MaxInFlight"].defaultCell, want)
+	}
+	hooks := reflect.TypeFor[ShardHooks]()
+	for i := range hooks.NumField() {
+		if name := hooks.Field(i).Name; !strings.Contains(group["Hooks"].trades, "`"+name+"`") {
+			t.Errorf("README.md's Hooks row does not name ShardHooks.%s", name)
+		}
 	}
 }
 
-// readmeTable returns the field → default cell of the markdown table whose header starts with
-// header, or nil.
-func readmeTable(readme, header string) map[string]string {
+// readmeRow is one row of a configuration table.
+type readmeRow struct{ defaultCell, trades string }
+
+// readmeTable returns the rows, by field name, of the markdown table whose header starts with
+// header.
+func readmeTable(readme, header string) (map[string]readmeRow, error) {
 	_, table, found := strings.Cut(readme, "\n| "+header+" |")
 	if !found {
-		return nil
+		return nil, fmt.Errorf("no table headed %q", header)
 	}
-	rows := map[string]string{}
+	rows := map[string]readmeRow{}
 	lines := strings.Split(table, "\n")[1:] // past the header
 	for _, line := range lines[1:] {        // past the |---| line
 		if !strings.HasPrefix(line, "| `") {
 			break
 		}
-		cells := strings.Split(line, " | ")
-		if len(cells) < 3 {
-			continue
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 3 {
+			return nil, fmt.Errorf("table %q: row %q has %d cells, want 3", header, line, len(cells))
 		}
-		rows[strings.Trim(cells[0], "|` ")] = cells[1]
+		name := strings.Trim(cells[0], "`")
+		if _, dup := rows[name]; dup {
+			return nil, fmt.Errorf("table %q has two rows for %s", header, name)
+		}
+		rows[name] = readmeRow{defaultCell: cells[1], trades: cells[2]}
 	}
-	return rows
+	return rows, nil
+}
+
+// readmeDefaultValue is the value a default cell starts with, without its backticks and
+// before any explanation ("1; 32 with ...", "none (a no-op)", "none: set it or ...").
+func readmeDefaultValue(cell string) string {
+	if i := strings.IndexAny(cell, ";:("); i >= 0 {
+		cell = cell[:i]
+	}
+	return strings.TrimSpace(strings.ReplaceAll(cell, "`", ""))
 }
 
 // readmeDefault renders a default as the README writes it, or reports false for a value the

@@ -155,7 +155,7 @@ func rgOrderKept(w *grpWorld, mayRepeat map[string]bool) {
 // (AccessDeniedException) stops the reader of shard X while the coordinator is inside a lease
 // sync: the sync finds X's lease released and takes it again before the old reader's exit
 // reaches the coordinator. Fixed: exactly one new reader (one take, the generation moved only by
-// the old reader's release and that take, OnShardAcquired once), no record delivered twice (beyond what the restart may repeat from the
+// the old reader's release and that take, OnAcquired once), no record delivered twice (beyond what the restart may repeat from the
 // checkpoint), per-key order kept, and Close leaves no goroutine. Today the late exit removes
 // the new reader from the table, so every later sync takes X again and starts yet another
 // reader while the untracked ones keep delivering.
@@ -177,7 +177,7 @@ func TestRegress_LateExitKeepsSuccessor(t *testing.T) {
 	w.closeAll(w1)
 
 	s := w.stats(time.Time{}, time.Time{})
-	t.Logf("after one AccessDeniedException on %s: generation %d -> %d in 3s, takes=%d OnShardAcquired=%d; %s",
+	t.Logf("after one AccessDeniedException on %s: generation %d -> %d in 3s, takes=%d OnAcquired=%d; %s",
 		x, gen0, gen, len(takes), acquired, s)
 	// One restart: the old reader's release and one take (each bumps the generation once),
 	// then nothing moves.
@@ -185,7 +185,7 @@ func TestRegress_LateExitKeepsSuccessor(t *testing.T) {
 		t.Errorf("lease generation %d -> %d with %d takes after one failed read; want one restart (the release and one take, nothing after)", gen0, gen, len(takes))
 	}
 	if acquired != 1 {
-		t.Errorf("OnShardAcquired(%s) called %d times after the restart, want once", x, acquired)
+		t.Errorf("OnAcquired(%s) called %d times after the restart, want once", x, acquired)
 	}
 	w.checkAll(s, false)
 	rgOrderKept(w.grpWorld, w.mayRepeat(from))

@@ -14,7 +14,7 @@ import (
 // longer than the stop point (0.8 × LeaseDuration = 8 s after the last renewal) and shorter than
 // RequestTimeout (10 s). The reader keeps renewing while its call is out, so the reads complete,
 // the records arrive, and the lease stays with the same owner and generation, with no pause
-// (no OnShardLost). Renewing only between calls, each such read paused the shard; with calls
+// (no OnLost). Renewing only between calls, each such read paused the shard; with calls
 // cut at the stop point instead, no read ever completed and nothing was delivered.
 func TestRegress_SlowReadsKeepTheLease(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
@@ -41,7 +41,7 @@ func TestRegress_SlowReadsKeepTheLease(t *testing.T) {
 	after := w.lease(x)
 	got := w.deliveriesOf(func(d grpDelivery) bool { return d.shard == x && d.at.After(from) })
 	lost := len(wks[0].eventsOf("lost", x))
-	t.Logf("reads of %s take %s: %d delivered in %s; lease %s gen %d -> %s gen %d; OnShardLost %d",
+	t.Logf("reads of %s take %s: %d delivered in %s; lease %s gen %d -> %s gen %d; OnLost %d",
 		x, readTakes, len(got), 3*readTakes, before.Owner, before.Generation, after.Owner, after.Generation, lost)
 	if len(got) < 5 {
 		t.Errorf("%d of 5 records delivered in %s of slow reads", len(got), 3*readTakes)
@@ -50,7 +50,7 @@ func TestRegress_SlowReadsKeepTheLease(t *testing.T) {
 		t.Errorf("the lease moved under slow reads: %+v, then %+v", before, after)
 	}
 	if lost != 0 {
-		t.Errorf("OnShardLost called %d times: the reader paused while its read was out", lost)
+		t.Errorf("OnLost called %d times: the reader paused while its read was out", lost)
 	}
 	w.e.log.SetFault(w.kin.hook)
 	w.drain(10 * time.Second)

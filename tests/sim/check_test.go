@@ -53,7 +53,7 @@ type violation struct {
 // tenure is one continuous run of deliveries of a shard by one deliverer. A new one begins when
 // the instance gets an iterator from the shard's checkpoint (a reader starting or restarting:
 // hookRestart), which is seen before the reader's first delivery. The driver's hooks make
-// poor boundaries: OnShardAcquired can run after the new reader's first send, and a reader that
+// poor boundaries: OnAcquired can run after the new reader's first send, and a reader that
 // reached a shard's end and could not release its lease stops with no hook at all. An
 // iterator call does not say which subscription made it, so it begins new tenures for every
 // subscription of the instance.
