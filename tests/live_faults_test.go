@@ -60,6 +60,21 @@ func ftDynamoDBOption(endpoint string) func(*dynamodb.Options) {
 	return func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }
 }
 
+// ftLeaseTableConfig is a grouped subscriber that builds its clients from awsCfg: Kinesis on
+// the emulator, the lease table on dynamoDBEndpoint.
+func ftLeaseTableConfig(env *liveEnv, awsCfg *aws.Config, table string, create bool, dynamoDBEndpoint string) kinesis.SubscriberConfig {
+	return kinesis.SubscriberConfig{
+		AWSConfig:      awsCfg,
+		KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
+		Group: kinesis.GroupConfig{
+			Name:             itName("group"),
+			LeaseTable:       table,
+			CreateLeaseTable: create,
+			DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(dynamoDBEndpoint)},
+		},
+	}
+}
+
 // ftSubscribe calls Subscribe and returns its error and how long it took. A call that has
 // not returned within ftPrompt is reported as a hang; Close then ends it.
 func ftSubscribe(t testing.TB, sub *kinesis.Subscriber, stream string) (error, time.Duration) {
@@ -273,16 +288,7 @@ func TestLiveFault_EndpointRefusedAtStart(t *testing.T) {
 			start := time.Now()
 			done := make(chan error, 1)
 			go func() {
-				_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-					AWSConfig:      &awsCfg,
-					KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
-					Group: kinesis.GroupConfig{
-						Name:             itName("group"),
-						LeaseTable:       table,
-						CreateLeaseTable: create,
-						DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(dead)},
-					},
-				}, nil)
+				_, err := kinesis.NewSubscriber(ftLeaseTableConfig(env, &awsCfg, table, create, dead), nil)
 				done <- err
 			}()
 			select {
@@ -374,16 +380,7 @@ func TestLiveFault_CredentialsRejected(t *testing.T) {
 			table := itName("leases")
 			before := requests.Load()
 			start := time.Now()
-			_, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
-				AWSConfig:      &awsCfg,
-				KinesisOptions: []func(*awskinesis.Options){env.kinesisOptions},
-				Group: kinesis.GroupConfig{
-					Name:             itName("group"),
-					LeaseTable:       table,
-					CreateLeaseTable: create,
-					DynamoDBOptions:  []func(*dynamodb.Options){ftDynamoDBOption(endpoint)},
-				},
-			}, nil)
+			_, err := kinesis.NewSubscriber(ftLeaseTableConfig(env, &awsCfg, table, create, endpoint), nil)
 			ftCheckErr(t, "NewSubscriber", err, time.Since(start), table, wantText)
 			t.Logf("NewSubscriber sent %d request(s)", requests.Load()-before)
 			if n := requests.Load() - before; n > maxRequests {
