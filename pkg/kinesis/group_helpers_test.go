@@ -950,6 +950,33 @@ func (s *grpStore) Handoff(ctx context.Context, held lease.Lease) (lease.Lease, 
 	return s.call(ctx, lease.OpHandoff, held, func() (lease.Lease, error) { return s.inner.Handoff(ctx, held) })
 }
 
+func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
+	var m lease.Member
+	_, err := s.call(ctx, lease.OpHeartbeat, lease.Lease{}, func() (lease.Lease, error) {
+		var err error
+		m, err = s.inner.Heartbeat(ctx, group, stream, worker)
+		return lease.Lease{}, err
+	})
+	return m, err
+}
+
+func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
+	var ms []lease.Member
+	_, err := s.call(ctx, lease.OpMembers, lease.Lease{}, func() (lease.Lease, error) {
+		var err error
+		ms, err = s.inner.Members(ctx, group, stream)
+		return lease.Lease{}, err
+	})
+	return ms, err
+}
+
+func (s *grpStore) RemoveMember(ctx context.Context, observed lease.Member) error {
+	_, err := s.call(ctx, lease.OpRemoveMember, lease.Lease{}, func() (lease.Lease, error) {
+		return lease.Lease{}, s.inner.RemoveMember(ctx, observed)
+	})
+	return err
+}
+
 // lastOwnerWrite is the fake time of the instance's last successful write that proves it
 // alive on shard (Take, Renew, Checkpoint), and the lease it returned.
 func (s *grpStore) lastOwnerWrite(shard string) (time.Time, lease.Lease) {

@@ -23,6 +23,7 @@ type DynamoDBAPI interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 }
@@ -129,8 +130,15 @@ func (c DynamoDBConfig) Validate() error {
 //	pending_owner  S     a worker that asked for the lease to be handed over; absent when none
 //
 // A table can be created by hand (any capacity mode) with partition key "pk" (string) and sort
-// key "shard_id" (string); NewDynamoDBStore checks that key schema. Items are never deleted by
-// the store.
+// key "shard_id" (string); NewDynamoDBStore checks that key schema. Lease items are never
+// deleted by the store.
+//
+// # Member records
+//
+// Each worker of a group heartbeats a member record (see Member) in a partition of its own,
+// "#" + stream + "|" + group, with the worker as the sort key, the group and stream, and a
+// counter. A stream name never starts with '#', so List never reads them. RemoveMember deletes
+// one.
 type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string

@@ -342,6 +342,13 @@ func (c *countingClient) Query(ctx context.Context, in *dynamodb.QueryInput, o .
 	return c.inner.Query(ctx, in, o...)
 }
 
+func (c *countingClient) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := c.before("DeleteItem"); err != nil {
+		return nil, err
+	}
+	return c.inner.DeleteItem(ctx, in, o...)
+}
+
 func (c *countingClient) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	if err := c.before("DescribeTable"); err != nil {
 		return nil, err

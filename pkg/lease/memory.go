@@ -32,9 +32,10 @@ type faultFunc func(ctx context.Context, op string, key Key) error
 //
 // The zero value is not usable; call NewMemoryStore.
 type MemoryStore struct {
-	mu     sync.Mutex
-	leases map[streamKey]map[string]Lease // by (group, stream), then shard id
-	fault  atomic.Pointer[faultFunc]
+	mu      sync.Mutex
+	leases  map[streamKey]map[string]Lease  // by (group, stream), then shard id
+	members map[streamKey]map[string]Member // by (group, stream), then worker
+	fault   atomic.Pointer[faultFunc]
 }
 
 // streamKey is the partition of a lease table: the leases of one group on one stream, which is
@@ -45,7 +46,7 @@ var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{leases: make(map[streamKey]map[string]Lease)}
+	return &MemoryStore{leases: make(map[streamKey]map[string]Lease), members: make(map[streamKey]map[string]Member)}
 }
 
 // SetFault installs a hook that runs before every operation, so tests can script a lease table
@@ -238,6 +239,65 @@ func (s *MemoryStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
 		cur.PendingOwner = ""
 		return cur, nil
 	})
+}
+
+// Heartbeat implements Store.
+func (s *MemoryStore) Heartbeat(ctx context.Context, group, stream, worker string) (Member, error) {
+	m := Member{Group: group, Stream: stream, Worker: worker}
+	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
+		return Member{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sk := streamKey{group, stream}
+	if s.members[sk] == nil {
+		s.members[sk] = make(map[string]Member)
+	}
+	m.Counter = s.members[sk][worker].Counter + 1
+	s.members[sk][worker] = m
+	return m, nil
+}
+
+// Members implements Store.
+func (s *MemoryStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
+	if err := s.before(ctx, OpMembers, Key{Group: group, Stream: stream}, false); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	out := make([]Member, 0, len(s.members[streamKey{group, stream}]))
+	for _, m := range s.members[streamKey{group, stream}] {
+		out = append(out, m)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
+	return out, nil
+}
+
+// RemoveMember implements Store.
+func (s *MemoryStore) RemoveMember(ctx context.Context, observed Member) error {
+	if err := s.beforeMember(ctx, OpRemoveMember, observed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	members := s.members[streamKey{observed.Group, observed.Stream}]
+	cur, ok := members[observed.Worker]
+	switch {
+	case !ok:
+		return nil
+	case cur.Counter != observed.Counter:
+		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
+	}
+	delete(members, observed.Worker)
+	return nil
+}
+
+// beforeMember is before for the member calls.
+func (s *MemoryStore) beforeMember(ctx context.Context, op string, m Member) error {
+	if err := validateMember(op, m); err != nil {
+		return err
+	}
+	return s.before(ctx, op, m.Key(), true)
 }
 
 // checkHandoffRequest is what both stores check of a RequestHandoff before asking the table:

@@ -171,6 +171,20 @@ type Store interface {
 	// ErrLeaseNotFound if it is gone.
 	RequestHandoff(ctx context.Context, observed Lease, taker string) (Lease, error)
 
+	// Heartbeat records that worker is a member of the group on the stream (see Member): it
+	// creates the member's record with Counter 1, or increments its Counter, and returns the
+	// record as stored. It is not conditional: a worker's heartbeat is its own.
+	Heartbeat(ctx context.Context, group, stream, worker string) (Member, error)
+
+	// Members returns every member record of the group on the stream, ordered by worker.
+	Members(ctx context.Context, group, stream string) ([]Member, error)
+
+	// RemoveMember deletes the member's record, provided its Counter is still observed's: a
+	// worker leaving removes its own record, so that the others count it out at once, and any
+	// worker may remove the record of one long gone. Returns ErrMemberChanged if the counter
+	// moved (the member is alive); a record already gone is not an error.
+	RemoveMember(ctx context.Context, observed Member) error
+
 	// Handoff gives the lease to its PendingOwner, provided Owner and Generation are still
 	// those of held: the pending owner becomes Owner, Generation is incremented, PendingOwner
 	// is cleared and the Checkpoint is kept as stored (the owner checkpoints before it hands

@@ -308,3 +308,28 @@ func (s *simStore) Handoff(ctx context.Context, held lease.Lease) (lease.Lease, 
 		return l, err
 	})
 }
+
+func (s *simStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
+	var out lease.Member
+	_, err := s.call(ctx, func() (lease.Lease, error) {
+		var err error
+		out, err = s.s.Heartbeat(ctx, group, stream, worker)
+		return lease.Lease{}, err
+	})
+	return out, err
+}
+
+func (s *simStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
+	var out []lease.Member
+	_, err := s.call(ctx, func() (lease.Lease, error) {
+		var err error
+		out, err = s.s.Members(ctx, group, stream)
+		return lease.Lease{}, err
+	})
+	return out, err
+}
+
+func (s *simStore) RemoveMember(ctx context.Context, observed lease.Member) error {
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.RemoveMember(ctx, observed) })
+	return err
+}

@@ -40,6 +40,7 @@ func cases() []testCase {
 	all = append(all, takeCases()...)
 	all = append(all, ownerCases()...)
 	all = append(all, handoffCases()...)
+	all = append(all, memberCases()...)
 	return all
 }
 

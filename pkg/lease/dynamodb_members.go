@@ -1,0 +1,179 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// memberPKPrefix starts the partition key of a group's member records: "#" + stream + "|" +
+// group. A stream name never starts with '#', so no member partition is a lease partition, and
+// a List never reads a member record (nor does an older version of this store, which knows
+// nothing of members).
+const memberPKPrefix = "#"
+
+// MemberKeyOverhead is how many bytes a member record's partition key adds to the lease
+// partition key (stream + "|" + group), which bounds the length of a group name.
+const MemberKeyOverhead = len(memberPKPrefix)
+
+func memberPartitionKey(group, stream string) string {
+	return memberPKPrefix + partitionKey(group, stream)
+}
+
+func memberKeyItem(m Member) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK:      &types.AttributeValueMemberS{Value: memberPartitionKey(m.Group, m.Stream)},
+		attrShardID: &types.AttributeValueMemberS{Value: m.Worker},
+	}
+}
+
+// beforeMember runs the checks of before for a member call.
+func (s *DynamoDBStore) beforeMember(ctx context.Context, op string, m Member) error {
+	if err := validateMember(op, m); err != nil {
+		return err
+	}
+	return s.before(ctx, op, m.Key(), true)
+}
+
+// Heartbeat implements Store: one UpdateItem that adds 1 to the member's counter (creating
+// the record with counter 1).
+func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker string) (Member, error) {
+	m := Member{Group: group, Stream: stream, Worker: worker}
+	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
+		return Member{}, err
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      memberKeyItem(m),
+		UpdateExpression:         aws.String("SET #g = :g, #s = :s ADD #c :one"),
+		ExpressionAttributeNames: map[string]string{"#g": attrGroup, "#s": attrStream, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":g": &types.AttributeValueMemberS{Value: group}, ":s": &types.AttributeValueMemberS{Value: stream},
+			":one": numberValue(1),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Member{}, s.callErr(OpHeartbeat, m.Key(), err)
+	}
+	if out == nil {
+		return Member{}, s.callErr(OpHeartbeat, m.Key(), errors.New("UpdateItem returned no answer"))
+	}
+	got, err := memberFromItem(out.Attributes)
+	if err == nil && got != (Member{Group: group, Stream: stream, Worker: worker, Counter: got.Counter}) {
+		err = fmt.Errorf("the written item is the member record of %s", got.Key())
+	}
+	if err != nil {
+		return Member{}, s.malformedErr(OpHeartbeat, m.Key(), err)
+	}
+	return got, nil
+}
+
+// Members implements Store: a strongly consistent Query of the group's member partition.
+func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
+	key := Key{Group: group, Stream: stream}
+	if err := s.before(ctx, OpMembers, key, false); err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: memberPartitionKey(group, stream)},
+		},
+	}
+	if s.queryLimit > 0 {
+		in.Limit = aws.Int32(s.queryLimit)
+	}
+	out := []Member{}
+	for {
+		page, err := s.client.Query(ctx, in)
+		if err != nil {
+			return nil, s.callErr(OpMembers, key, err)
+		}
+		if page == nil {
+			return nil, s.callErr(OpMembers, key, errors.New("Query returned no page"))
+		}
+		for _, item := range page.Items {
+			m, err := memberFromItem(item)
+			if err == nil && (m.Group != group || m.Stream != stream) {
+				err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
+					m.Group, m.Stream, group, stream)
+			}
+			if err != nil {
+				return nil, s.malformedErr(OpMembers, key, err)
+			}
+			out = append(out, m)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
+	return out, nil
+}
+
+// RemoveMember implements Store: one DeleteItem conditioned on the observed counter.
+func (s *DynamoDBStore) RemoveMember(ctx context.Context, observed Member) error {
+	if err := s.beforeMember(ctx, OpRemoveMember, observed); err != nil {
+		return err
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      memberKeyItem(observed),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR #c = :c"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":c": numberValue(observed.Counter),
+		},
+	})
+	switch {
+	case isConditionFailed(err):
+		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
+	case err != nil:
+		return s.callErr(OpRemoveMember, observed.Key(), err)
+	}
+	return nil
+}
+
+// memberFromItem reads a member record, saying what is wrong with one this store could not
+// have written.
+func memberFromItem(item map[string]types.AttributeValue) (Member, error) {
+	var errs []error
+	str := func(name string) string {
+		sv, ok := item[name].(*types.AttributeValueMemberS)
+		switch {
+		case !ok || sv == nil:
+			errs = append(errs, fmt.Errorf("attribute %q is missing or not a string (S)", name))
+			return ""
+		case sv.Value == "":
+			errs = append(errs, fmt.Errorf("attribute %q is empty", name))
+		}
+		return sv.Value
+	}
+	m := Member{Worker: str(attrShardID), Group: str(attrGroup), Stream: str(attrStream)}
+	pk := str(attrPK)
+	if nv, ok := item[attrCounter].(*types.AttributeValueMemberN); !ok || nv == nil {
+		errs = append(errs, fmt.Errorf("attribute %q is missing or not a number (N)", attrCounter))
+	} else if n, err := strconv.ParseInt(nv.Value, 10, 64); err != nil {
+		errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrCounter, nv.Value, err))
+	} else {
+		m.Counter = n
+	}
+	if pk != "" && m.Group != "" && m.Stream != "" && pk != memberPartitionKey(m.Group, m.Stream) {
+		errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q and group %q", attrPK, pk, m.Stream, m.Group))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Member{}, err
+	}
+	return m, nil
+}

@@ -1,0 +1,123 @@
+package leasetest
+
+import (
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+func memberCases() []testCase {
+	return []testCase{
+		{"HeartbeatCreatesThenCounts", testHeartbeat},
+		{"MembersOrderedAndIsolated", testMembersIsolation},
+		{"MembersAreNotLeases", testMembersNotLeases},
+		{"RemoveMember", testRemoveMember},
+		{"RemoveMemberThatMoved", testRemoveMemberMoved},
+		{"MemberInvalidInput", testMemberInvalid},
+	}
+}
+
+func (e *env) heartbeat(group, stream, worker string) lease.Member {
+	e.t.Helper()
+	m, err := e.s.Heartbeat(e.ctx, group, stream, worker)
+	if err != nil {
+		e.t.Fatalf("Heartbeat %s of group %q stream %q: %v", worker, group, stream, err)
+	}
+	return m
+}
+
+func (e *env) members(group, stream string) []lease.Member {
+	e.t.Helper()
+	ms, err := e.s.Members(e.ctx, group, stream)
+	if err != nil {
+		e.t.Fatalf("Members of group %q stream %q: %v", group, stream, err)
+	}
+	return ms
+}
+
+func testHeartbeat(e *env) {
+	first := e.heartbeat(e.group, e.stream, "worker-a")
+	want := lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Counter: 1}
+	if first != want {
+		e.t.Fatalf("first Heartbeat = %+v, want %+v", first, want)
+	}
+	second := e.heartbeat(e.group, e.stream, "worker-a")
+	want.Counter = 2
+	if second != want {
+		e.t.Fatalf("second Heartbeat = %+v, want %+v", second, want)
+	}
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0] != want {
+		e.t.Fatalf("Members = %+v, want [%+v]", got, want)
+	}
+}
+
+func testMembersIsolation(e *env) {
+	other := e.group + "-other"
+	for _, w := range []string{"worker-c", "worker-a", "worker-b"} {
+		e.heartbeat(e.group, e.stream, w)
+	}
+	e.heartbeat(other, e.stream, "worker-x")
+	e.heartbeat(e.group, "stream-b", "worker-y")
+	got := e.members(e.group, e.stream)
+	var names []string
+	for _, m := range got {
+		names = append(names, m.Worker)
+	}
+	if len(names) != 3 || names[0] != "worker-a" || names[1] != "worker-b" || names[2] != "worker-c" {
+		e.t.Fatalf("Members = %v, want worker-a, worker-b, worker-c (ordered, this group and stream only)", names)
+	}
+	if got := e.members(other, e.stream); len(got) != 1 || got[0].Worker != "worker-x" {
+		e.t.Fatalf("Members of the other group = %+v, want worker-x only", got)
+	}
+	if got := e.members(e.group+"-none", e.stream); len(got) != 0 {
+		e.t.Fatalf("Members of a group with none = %+v, want none", got)
+	}
+}
+
+func testMembersNotLeases(e *env) {
+	e.create(e.lease("shardId-000000000000"))
+	e.heartbeat(e.group, e.stream, "worker-a")
+	if got := e.list(); len(got) != 1 || got[0].ShardID != "shardId-000000000000" {
+		e.t.Fatalf("List = %+v, want the one lease and no member record", got)
+	}
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0].Worker != "worker-a" {
+		e.t.Fatalf("Members = %+v, want worker-a and no lease", got)
+	}
+}
+
+func testRemoveMember(e *env) {
+	m := e.heartbeat(e.group, e.stream, "worker-a")
+	e.heartbeat(e.group, e.stream, "worker-b")
+	if err := e.s.RemoveMember(e.ctx, m); err != nil {
+		e.t.Fatalf("RemoveMember %+v: %v", m, err)
+	}
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0].Worker != "worker-b" {
+		e.t.Fatalf("Members after removing worker-a = %+v, want worker-b only", got)
+	}
+	if err := e.s.RemoveMember(e.ctx, m); err != nil {
+		e.t.Fatalf("RemoveMember of a member already gone: %v, want nil", err)
+	}
+	again := e.heartbeat(e.group, e.stream, "worker-a")
+	if again.Counter != 1 {
+		e.t.Fatalf("Heartbeat after RemoveMember = %+v, want a new record with Counter 1", again)
+	}
+}
+
+func testRemoveMemberMoved(e *env) {
+	observed := e.heartbeat(e.group, e.stream, "worker-a")
+	e.heartbeat(e.group, e.stream, "worker-a")
+	err := e.s.RemoveMember(e.ctx, observed)
+	wantCondition(e.t, err, lease.ErrMemberChanged, lease.OpRemoveMember, observed.Key())
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0].Counter != 2 {
+		e.t.Fatalf("Members after a refused RemoveMember = %+v, want worker-a with Counter 2", got)
+	}
+}
+
+func testMemberInvalid(e *env) {
+	_, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "")
+	wantInvalid(e.t, err, "Heartbeat with no worker", "worker")
+	_, err = e.s.Heartbeat(e.ctx, "", e.stream, "worker-a")
+	wantInvalid(e.t, err, "Heartbeat with no group", "consumer group")
+	_, err = e.s.Members(e.ctx, e.group, "")
+	wantInvalid(e.t, err, "Members with no stream", "stream name")
+	err = e.s.RemoveMember(e.ctx, lease.Member{Group: e.group, Stream: e.stream})
+	wantInvalid(e.t, err, "RemoveMember with no worker", "worker")
+}

@@ -1,0 +1,111 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Member is one worker of a consumer group on a stream, as its heartbeat record shows it.
+//
+// Membership lets the workers of a group count each other before they own anything, so that
+// a worker that has just started (or holds fewer leases than its share) is given leases by the
+// others instead of taking them one at a time. It never decides who may read a shard: that is
+// the lease's owner and generation, as always. A member that is wrongly counted in or out only
+// makes the shares uneven for a while.
+type Member struct {
+	Group  string
+	Stream string
+	// Worker is the member's name, the Owner of the leases it holds.
+	Worker string
+	// Counter increments with every heartbeat. Others judge a member gone when its counter has
+	// not moved for the lease duration, timed on their own clock, as they judge leases.
+	Counter int64
+}
+
+// Key is the member's record key: Key.ShardID carries the worker name.
+func (m Member) Key() Key { return Key{Group: m.Group, Stream: m.Stream, ShardID: m.Worker} }
+
+// Operation names of the member calls, as passed to a fault hook and carried by
+// ConditionError.Op (Key.ShardID then names the worker).
+const (
+	OpHeartbeat    = "heartbeat"
+	OpMembers      = "members"
+	OpRemoveMember = "remove-member"
+)
+
+// ErrMemberChanged is returned by RemoveMember when the member's counter moved since the
+// caller observed it: the member is alive after all (or came back), so its record stays.
+var ErrMemberChanged = errors.New("member heartbeat moved since it was observed")
+
+// validateMember rejects a member key with an empty part, as validateKey does for leases.
+func validateMember(op string, m Member) error {
+	k := m.Key()
+	switch {
+	case k.Group == "":
+		return fmt.Errorf("lease %s of worker %q: %w: the consumer group is empty", op, m.Worker, errInvalidKey)
+	case k.Stream == "":
+		return fmt.Errorf("lease %s of worker %q: %w: the stream name is empty", op, m.Worker, errInvalidKey)
+	case k.ShardID == "":
+		return fmt.Errorf("lease %s of group %q stream %q: %w: the worker is empty", op, m.Group, m.Stream, errInvalidKey)
+	}
+	return nil
+}
+
+// MemberTracker keeps one worker's observations of the members of one group on one stream, as
+// Tracker does for leases: it tells live members from gone ones across the periodic reads.
+//
+// It is not safe for concurrent use: the coordinator goroutine that reads the members owns it.
+type MemberTracker struct {
+	obs map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
+}
+
+// NewMemberTracker returns a MemberTracker that has observed nothing.
+func NewMemberTracker() *MemberTracker {
+	return &MemberTracker{obs: make(map[string]Observation)}
+}
+
+// Observe records a full read of the members (a Members result) made at now. Members missing
+// from it are forgotten: they left, or their record was removed.
+func (t *MemberTracker) Observe(members []Member, now time.Time) {
+	seen := make(map[string]struct{}, len(members))
+	for _, m := range members {
+		seen[m.Worker] = struct{}{}
+		prev, known := t.obs[m.Worker]
+		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Counter: m.Counter}, now)
+	}
+	for w := range t.obs {
+		if _, ok := seen[w]; !ok {
+			delete(t.obs, w)
+		}
+	}
+}
+
+// Live returns the observed members whose heartbeat moved within leaseDuration, sorted. A
+// member seen for the first time is live: its clock starts at that read, so a worker that has
+// just joined counts at once.
+func (t *MemberTracker) Live(now time.Time, leaseDuration time.Duration) []string {
+	var live []string
+	for w, o := range t.obs {
+		if !Expired(o, now, leaseDuration) {
+			live = append(live, w)
+		}
+	}
+	sort.Strings(live)
+	return live
+}
+
+// Stale returns the members whose heartbeat has not moved for at least after, as last read
+// (the Counter observed), for RemoveMember: a crashed worker's record would otherwise stay in
+// the table for good.
+func (t *MemberTracker) Stale(group, stream string, now time.Time, after time.Duration) []Member {
+	var stale []Member
+	for w, o := range t.obs {
+		if Expired(o, now, after) {
+			stale = append(stale, Member{Group: group, Stream: stream, Worker: w, Counter: o.Counter})
+		}
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].Worker < stale[j].Worker })
+	return stale
+}
