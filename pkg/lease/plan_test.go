@@ -137,3 +137,170 @@ func TestPlanShareConverges(t *testing.T) {
 		}
 	}
 }
+
+func TestQuotas(t *testing.T) {
+	tests := []struct {
+		n       int
+		workers []string
+		held    map[string]int
+		want    map[string]int
+	}{
+		{n: 0, workers: []string{"a"}, want: map[string]int{"a": 0}},
+		{n: 4, workers: []string{"a", "b"}, want: map[string]int{"a": 2, "b": 2}},
+		// The one left over goes to the worker holding the most, so nothing moves to reach it.
+		{n: 5, workers: []string{"a", "b"}, held: map[string]int{"b": 3, "a": 2}, want: map[string]int{"a": 2, "b": 3}},
+		// Ties go to the smaller name.
+		{n: 5, workers: []string{"b", "a"}, want: map[string]int{"a": 3, "b": 2}},
+		{n: 10, workers: []string{"a", "b", "c", "d"}, held: map[string]int{"a": 10}, want: map[string]int{"a": 3, "b": 3, "c": 2, "d": 2}},
+		{n: 2, workers: []string{"a", "b", "c"}, held: map[string]int{"c": 1, "b": 1}, want: map[string]int{"a": 0, "b": 1, "c": 1}},
+		{n: 3, workers: nil, want: map[string]int{}},
+	}
+	for _, tt := range tests {
+		got := lease.Quotas(tt.n, tt.workers, tt.held)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("Quotas(%d, %v, %v) = %v, want %v", tt.n, tt.workers, tt.held, got, tt.want)
+		}
+	}
+}
+
+// ownedBy builds leases from "owner" or "owner>pending" strings ("-" free, "dead" expired).
+func ownedBy(specs ...string) []lease.Lease {
+	out := make([]lease.Lease, len(specs))
+	for i, sp := range specs {
+		l := lease.Lease{Group: "g", Stream: "s", ShardID: fmt.Sprintf("s%02d", i)}
+		if sp != "-" {
+			l.Owner, l.PendingOwner, _ = strings.Cut(sp, ">")
+		}
+		out[i] = l
+	}
+	return out
+}
+
+func grants(gs []lease.Grant) string {
+	var parts []string
+	for _, g := range gs {
+		parts = append(parts, g.Lease.ShardID+"->"+g.To)
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestPlanShareGive(t *testing.T) {
+	live := func(l lease.Lease) bool { return l.Owner != "dead" }
+	tests := []struct {
+		name       string
+		self       string
+		leases     []string
+		members    []string
+		ineligible string
+		workers    int
+		give       string
+		steal      string
+	}{
+		{name: "a newcomer member gets its share from the owner at once",
+			self: "a", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2,
+			give: "s03->b,s02->b"},
+		{name: "two newcomers: each gets one, filled in name order",
+			self: "a", leases: []string{"a", "a", "a", "a", "a", "a"}, members: []string{"a", "b", "c"}, workers: 3,
+			give: "s05->b,s04->b,s03->c,s02->c"},
+		{name: "two owners fill one newcomer without overfilling it: a gives, b keeps its share",
+			self: "b", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3,
+			give: "s05->c"},
+		{name: "the first owner's part of the same plan",
+			self: "a", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3,
+			give: "s02->c"},
+		{name: "even already: nothing given",
+			self: "a", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3},
+		{name: "a lease already asked for counts for the taker",
+			self: "a", leases: []string{"a", "a", "a", "a>b"}, members: []string{"a", "b"}, workers: 2,
+			give: "s02->b"},
+		{name: "free leases are taken first, not given",
+			self: "a", leases: []string{"a", "a", "a", "-"}, members: []string{"a", "b"}, workers: 2},
+		{name: "expired leases are taken first, not given",
+			self: "a", leases: []string{"a", "a", "a", "dead"}, members: []string{"a", "b"}, workers: 2},
+		{name: "a free lease waiting for its parents does not hold giving up, nor count",
+			self: "a", leases: []string{"a", "a", "a", "a", "-"}, ineligible: "s04", members: []string{"a", "b"}, workers: 2,
+			give: "s03->b,s02->b"},
+		{name: "an ineligible lease of mine is not given",
+			self: "a", leases: []string{"a", "a", "a", "a"}, ineligible: "s03", members: []string{"a", "b"}, workers: 2,
+			give: "s02->b,s01->b"},
+		{name: "without membership nothing is given (the taker steals)",
+			self: "a", leases: []string{"a", "a", "a", "a"}, members: nil, workers: 1},
+		{name: "a member below its share does not steal from a member",
+			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2},
+		{name: "it still steals from an owner that is not a member (an older version)",
+			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"b"}, workers: 2, steal: "s03"},
+		{name: "a non-member owner's surplus is not given by anyone",
+			self: "c", leases: []string{"a", "a", "a", "a", "c", "c"}, members: []string{"c", "d"}, workers: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := lease.PlanShare(lease.ShareInput{
+				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
+				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
+			})
+			steal := ""
+			if plan.Steal != nil {
+				steal = plan.Steal.ShardID
+			}
+			if plan.Workers != tt.workers || grants(plan.Give) != tt.give || steal != tt.steal {
+				t.Errorf("got workers %d give %q steal %q; want %d %q %q", plan.Workers, grants(plan.Give), steal, tt.workers, tt.give, tt.steal)
+			}
+		})
+	}
+}
+
+// Members joining a group that one of them holds entirely: with every owner giving its surplus
+// at its own turn (handoffs land at once), the spread is even after one turn of each owner,
+// and stays so.
+func TestPlanShareGiveConverges(t *testing.T) {
+	for _, shards := range []int{1, 7, 16, 100} {
+		for _, workers := range []int{2, 3, 5, 50} {
+			ids := make([]string, workers)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("w%02d", i)
+			}
+			specs := make([]string, shards)
+			for i := range specs {
+				specs[i] = ids[0]
+			}
+			ls := ownedBy(specs...)
+			for round := 0; round < 2*workers; round++ {
+				self := ids[round%workers]
+				plan := lease.PlanShare(lease.ShareInput{Self: self, Leases: ls, Members: ids})
+				if len(plan.Take) > 0 || plan.Steal != nil {
+					t.Fatalf("%d shards, %d workers, round %d: %s takes %q steals %v with nothing free", shards, workers, round, self, shardIDs(plan.Take), plan.Steal)
+				}
+				for _, g := range plan.Give {
+					for i := range ls {
+						if ls[i].ShardID == g.Lease.ShardID {
+							ls[i].Owner = g.To
+						}
+					}
+				}
+				if round == 0 && !even(ls, ids) {
+					t.Errorf("%d shards, %d workers: not even after the holder's one turn: %v", shards, workers, countOwners(ls))
+				}
+			}
+			if !even(ls, ids) {
+				t.Errorf("%d shards, %d workers: counts %v", shards, workers, countOwners(ls))
+			}
+		}
+	}
+}
+
+func countOwners(ls []lease.Lease) map[string]int {
+	counts := map[string]int{}
+	for _, l := range ls {
+		counts[l.Owner]++
+	}
+	return counts
+}
+
+func even(ls []lease.Lease, ids []string) bool {
+	counts := countOwners(ls)
+	lo, hi := len(ls), 0
+	for _, id := range ids {
+		lo, hi = min(lo, counts[id]), max(hi, counts[id])
+	}
+	return hi-lo <= 1
+}
