@@ -21,7 +21,8 @@ import (
 // Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
-// leases, tracker, asked, skipped, ended and progress; nothing else touches them. Readers send
+// leases, tracker, members, member, asked, skipped, ended and progress; nothing else touches
+// them. Readers send
 // on out, exits and (through forwardReady) readied. The coordinator closes quit when it stops
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
 // done.
@@ -48,6 +49,8 @@ type subscription struct {
 	learned  map[string]types.Shard
 	leases   map[string]lease.Lease // the group's leases at the last lease sync
 	tracker  *lease.Tracker
+	members  *lease.MemberTracker  // the group's members at the last lease sync
+	member   lease.Member          // this subscription's record as its last heartbeat left it
 	asked    map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
 	ended    map[string]bool       // without a group: shards read to their end
 	skipped  map[string]bool       // closed shards a LATEST start skips (logged once each)
@@ -73,6 +76,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		learned:  map[string]types.Shard{},
 		leases:   map[string]lease.Lease{},
 		tracker:  lease.NewTracker(),
+		members:  lease.NewMemberTracker(),
 		asked:    map[string]handoffAsk{},
 		ended:    map[string]bool{},
 		skipped:  map[string]bool{},

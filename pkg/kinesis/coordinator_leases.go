@@ -9,17 +9,25 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// takeLeases brings this worker to its fair share (lease.PlanShare): it fences readers whose
-// lease moved on, tells readers whose lease another worker asked for to hand it over, starts
-// readers for leases handed to it, takes free or expired leases up to its target, and, below
-// target with nothing free, asks the most loaded worker for one lease (taking it itself if
-// the owner has not handed it over within HandoffTimeout).
+// takeLeases brings this worker to its fair share (lease.PlanShare): it heartbeats its member
+// record, fences readers whose lease moved on, tells readers whose lease another worker asked
+// for to hand it over, starts readers for leases handed to it, takes free or expired leases up
+// to its target, and, with nothing free, asks the workers above their share for all it lacks
+// at once. A lease asked for that is not handed over within HandoffTimeout it takes itself.
 func (c *subscription) takeLeases() ([]*shardReader, error) {
+	c.syncMembers()
 	if err := c.refreshLeases(); err != nil {
 		return nil, err
 	}
 	now := c.cfg.Clock.Now()
 	me := c.cfg.Group.WorkerID
+	for id, l := range c.leases {
+		// Asked for under this worker's id before a restart: wait for it as for any lease
+		// asked for, and take it if it does not come in time.
+		if _, asked := c.asked[id]; !asked && l.PendingOwner == me && l.Owner != me && l.Owner != "" {
+			c.asked[id] = handoffAsk{at: now, owner: l.Owner}
+		}
+	}
 	for id, e := range c.readers.byShard {
 		r := e.r
 		l, ok := c.leases[id]
@@ -39,6 +47,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		Leases:   list,
 		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) },
 		Eligible: c.eligible,
+		Members:  c.members.Live(now, c.cfg.Group.LeaseDuration),
 	})
 	var started []*shardReader
 	for _, l := range list {
@@ -68,11 +77,71 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 			started = append(started, r)
 		}
 	}
-	if plan.Steal != nil {
-		c.ask(*plan.Steal)
+	for _, l := range plan.Ask {
+		c.ask(l)
 	}
 	started = append(started, c.takeOverdue(now)...)
 	return started, nil
+}
+
+// staleMembersAfter is how many lease durations a member record may go without a heartbeat
+// before the group removes it: long past the point where it stopped counting, so that a member
+// slowed down rather than gone is not removed under its feet (it would only heartbeat a new
+// record anyway).
+const staleMembersAfter = 6
+
+// syncMembers heartbeats this subscription's member record and reads the group's members, for
+// the shares of the lease sync that follows. Membership only sizes the shares; it never decides
+// who may read a shard, so a failure here is logged and the lease sync goes on with what the
+// last read showed. The first live member in name order removes the records of members long
+// gone, so that the table does not keep every worker that ever crashed.
+func (c *subscription) syncMembers() {
+	ctx, cancel := c.callContext()
+	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
+	cancel()
+	if err != nil {
+		// The lease sync that follows meets the same store, and says so if it fails too.
+		c.logger.Debug("Member heartbeat failed", c.logFields().Add(watermill.LogFields{"err": err}))
+	} else {
+		c.member = m
+	}
+	ctx, cancel = c.callContext()
+	members, err := c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream)
+	cancel()
+	if err != nil {
+		c.logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
+		return
+	}
+	now := c.cfg.Clock.Now()
+	c.members.Observe(members, now)
+	if live := c.members.Live(now, c.cfg.Group.LeaseDuration); len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
+		return
+	}
+	for _, gone := range c.members.Stale(c.cfg.Group.Name, c.stream, now, staleMembersAfter*c.cfg.Group.LeaseDuration) {
+		ctx, cancel := c.callContext()
+		err := c.cfg.Group.LeaseStore.RemoveMember(ctx, gone)
+		cancel()
+		if err != nil {
+			c.logger.Debug("Member record of a member long gone not removed", c.logFields().Add(watermill.LogFields{"member": gone.Worker, "err": err}))
+			continue
+		}
+		c.logger.Debug("Removed the member record of a member long gone", c.logFields().Add(watermill.LogFields{"member": gone.Worker}))
+	}
+}
+
+// leave removes this subscription's member record as it closes, after its leases are
+// released, so that the others count it out at their next lease sync instead of a lease
+// duration later. A quarter of CloseTimeout bounds it: the readers' last writes take up to half
+// before it, and Close must still return within CloseTimeout when the store hangs.
+func (c *subscription) leave() {
+	if !c.grouped() || c.member.Counter == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/4)
+	defer cancel()
+	if err := c.cfg.Group.LeaseStore.RemoveMember(ctx, c.member); err != nil {
+		c.logger.Debug("Member record not removed on close; the others count it out once it is stale", c.logFields().Add(watermill.LogFields{"err": err}))
+	}
 }
 
 // releaseFinished releases a lease of ours at SHARD_END whose reader could not release it (the
@@ -144,7 +213,7 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	return r
 }
 
-// ask marks this worker as the pending owner of a lease of the most loaded worker.
+// ask marks this worker as the pending owner of a lease of a worker above its share.
 func (c *subscription) ask(l lease.Lease) {
 	ctx, cancel := c.callContext()
 	asked, err := c.cfg.Group.LeaseStore.RequestHandoff(ctx, l, c.cfg.Group.WorkerID)

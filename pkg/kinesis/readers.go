@@ -319,5 +319,6 @@ func (c *subscription) shutdown() {
 		<-c.readers.byShard[id].r.finished
 	}
 	close(c.out)
+	c.leave() // after every reader has released its lease, so that no lease outlives the member
 	close(c.done)
 }

@@ -3,7 +3,7 @@ package lease
 import "sort"
 
 // ShareInput is what a worker knows when it decides which leases to take: the group's leases on
-// one stream, as just listed, and two judgements made from its own observations.
+// one stream, as just listed, and the judgements it made from its own observations.
 type ShareInput struct {
 	// Self is the deciding worker.
 	Self string
@@ -16,53 +16,46 @@ type ShareInput struct {
 	// parents are finished. Nil counts every lease as eligible.
 	Eligible func(Lease) bool
 	// Members are the live members of the group (MemberTracker.Live), owners of leases or
-	// not. They count for the shares, so that a worker that has just joined is given its
-	// share, and an owner that is a member gives its surplus away itself (SharePlan.Give)
-	// instead of being asked lease by lease. Nil: only the owners of live leases and Self
-	// count, and nobody gives.
+	// not. They count for the shares, so that workers that have just joined, and own nothing
+	// yet, are counted by everyone: nobody takes, or asks for, the share of another. Nil: only
+	// the owners of live leases and Self count.
 	Members []string
 }
 
 // SharePlan is what a worker should do at one lease sync.
 type SharePlan struct {
-	// Workers is how many workers share the stream: live owners plus the decider.
+	// Workers is how many workers share the stream: live owners, live members and the decider.
 	Workers int
-	// Target is the decider's fair share: ceil(open leases / Workers).
+	// Target is the most the decider takes of free or expired leases: ceil(open leases /
+	// Workers).
 	Target int
 	// Held is how many open leases the decider owns.
 	Held int
 	// Take are free or expired leases to take now, in shard order; never more than bring
 	// Held up to Target.
 	Take []Lease
-	// Steal, when set, is one lease of the most loaded live worker that the decider should
-	// ask for (RequestHandoff): the decider stays below its target with nothing free, and the
-	// victim holds at least two more than the decider will. A victim that is a member gives
-	// instead, so it is never stolen from.
-	Steal *Lease
-	// Give are leases of the decider's that go to workers below their share, all at once: the
-	// decider names the taker as the lease's pending owner (RequestHandoff with the taker) and
-	// then hands the lease over, as for any request. Empty unless the decider is a member above
-	// its quota and nothing is free or expired to take.
-	Give []Grant
+	// Ask are leases of workers above their share that the decider should ask for
+	// (RequestHandoff), all in this sync: as many as bring it to its quota (Quotas). Their
+	// owners hand them over (checkpoint, then Handoff) when they see the requests.
+	Ask []Lease
 }
 
-// Grant is a lease the decider gives to a worker below its share.
-type Grant struct {
-	Lease Lease
-	To    string
-}
-
-// PlanShare decides which leases a worker takes and whether it asks another worker for one.
-// It is pure: the same input gives the same plan.
+// PlanShare decides which leases a worker takes and which it asks other workers for. It is
+// pure: the same input gives the same plan.
 //
-// The rules: leases at ShardEnd do not count. Workers are the distinct live owners plus the
-// decider, and each should hold ceil(open/workers). The decider takes free or expired
-// eligible leases up to that target in one pass, never beyond it, so it never takes more
-// than its share while another live worker is below it. When it is still below target and
-// nothing is free, it asks the most loaded live worker for one lease, but only when that
-// worker holds at least two more than the decider will: counts that differ by one are as even
-// as they can be, and stealing there would only move the imbalance around. At most one request
-// of the decider is pending at a time.
+// The rules: leases at ShardEnd do not count. Workers are the distinct live owners, the live
+// members and the decider, and each takes free or expired eligible leases up to
+// ceil(open/workers) in one pass, never beyond it, so it never takes more than its share while
+// another live worker is below it. When nothing is free or expired, the leases being read are
+// split by Quotas, and every worker below its quota asks the workers above theirs for the
+// difference at once: the surpluses are matched with the gaps in name order, as every worker
+// computes from the same listing, so two workers do not ask for the same lease, and a request
+// already pending counts for the worker that made it. Counts that differ by one are as even as
+// they can be: nobody asks then.
+//
+// The taker asks, rather than the owner giving: a worker that asks is alive when it does,
+// while an owner judging others alive from their heartbeats may be a lease duration behind
+// (after a store outage, say) and would give leases to a worker that has crashed.
 func PlanShare(in ShareInput) SharePlan {
 	live := in.Live
 	if live == nil {
@@ -83,13 +76,13 @@ func PlanShare(in ShareInput) SharePlan {
 	workers := workerSet(open, in.Self, live, in.Members)
 	plan := SharePlan{Workers: len(workers)}
 	plan.Target = Target(len(open), plan.Workers)
-	pending := false
+	available := false
 	for _, l := range open {
 		if l.Owner == in.Self {
 			plan.Held++
 		}
-		if l.PendingOwner == in.Self {
-			pending = true
+		if l.Owner != in.Self && (l.Free() || !live(l)) && eligible(l) {
+			available = true
 		}
 	}
 	for _, l := range open {
@@ -100,16 +93,8 @@ func PlanShare(in ShareInput) SharePlan {
 			plan.Take = append(plan.Take, l)
 		}
 	}
-	will := plan.Held + len(plan.Take)
-	members := make(map[string]bool, len(in.Members))
-	for _, m := range in.Members {
-		members[m] = true
-	}
-	if will < plan.Target && len(plan.Take) == 0 && !pending {
-		plan.Steal = stealFrom(open, in.Self, will, func(l Lease) bool { return live(l) && !members[l.Owner] }, eligible)
-	}
-	if members[in.Self] {
-		plan.Give = give(open, in.Self, workers, members, live, eligible)
+	if !available {
+		plan.Ask = asks(open, in.Self, workers, live, eligible)
 	}
 	return plan
 }
@@ -155,31 +140,28 @@ func Quotas(n int, workers []string, held map[string]int) map[string]int {
 	return quotas
 }
 
-// give decides which of self's leases go to which worker below its quota. It matches, in name
-// order, every member above its quota with every worker below it, as every member computes it
-// from the same listing, and returns self's part, so that two owners do not both fill the same
-// gap. A lease already asked for counts for the worker that asked. Nothing is given while a
-// free or expired lease is there to take: the workers below their quota take those first.
-func give(open []Lease, self string, workers, members map[string]bool, live, eligible func(Lease) bool) []Grant {
+// asks matches, in name order, every worker above its quota with every worker below it, and
+// returns the leases self should ask for. The leases being read are the owned, live ones (a
+// free lease waiting for its parents does not count); one already asked for counts for the
+// worker that asked. An owner's leases go from the last in shard order, skipping ineligible
+// ones and those already asked for.
+func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) []Lease {
 	held := map[string]int{}
-	giveable := map[string][]Lease{} // by owner, in shard order
-	total := 0                       // the leases being read: free ones waiting for their parents do not count
+	askable := map[string][]Lease{} // by owner, in shard order
+	total := 0
 	for _, l := range open {
 		switch {
-		case (l.Free() || !live(l)) && eligible(l):
-			return nil
 		case l.Free() || !live(l):
 			continue
-		case l.PendingOwner != "" && workers[l.PendingOwner]:
+		case l.PendingOwner != "" && l.PendingOwner != l.Owner && workers[l.PendingOwner]:
 			held[l.PendingOwner]++
-			total++
 		default:
 			held[l.Owner]++
-			total++
 			if eligible(l) && l.PendingOwner == "" {
-				giveable[l.Owner] = append(giveable[l.Owner], l)
+				askable[l.Owner] = append(askable[l.Owner], l)
 			}
 		}
+		total++
 	}
 	names := make([]string, 0, len(workers))
 	for w := range workers {
@@ -187,54 +169,24 @@ func give(open []Lease, self string, workers, members map[string]bool, live, eli
 	}
 	sort.Strings(names)
 	quotas := Quotas(total, names, held)
-	var grants []Grant
+	var mine []Lease
 	taker := 0
 	for _, owner := range names {
-		if !members[owner] {
-			continue // not cooperating (an older version): a taker asks it instead
-		}
-		own := giveable[owner]
+		own := askable[owner]
 		for surplus := held[owner] - quotas[owner]; surplus > 0 && len(own) > 0; surplus-- {
 			for taker < len(names) && held[names[taker]] >= quotas[names[taker]] {
 				taker++
 			}
 			if taker == len(names) {
-				return grants
+				return mine
 			}
 			l := own[len(own)-1]
 			own = own[:len(own)-1]
 			held[names[taker]]++
-			if owner == self {
-				grants = append(grants, Grant{Lease: l, To: names[taker]})
+			if names[taker] == self {
+				mine = append(mine, l)
 			}
 		}
 	}
-	return grants
-}
-
-// stealFrom picks the lease to ask for: one of the most loaded live worker's (ties go to the
-// smallest owner id), the last in shard order that is eligible and not already asked for.
-func stealFrom(open []Lease, self string, will int, live, eligible func(Lease) bool) *Lease {
-	counts := map[string]int{}
-	for _, l := range open {
-		if !l.Free() && l.Owner != self && live(l) {
-			counts[l.Owner]++
-		}
-	}
-	victim, most := "", 0
-	for owner, n := range counts {
-		if n > most || (n == most && owner < victim) {
-			victim, most = owner, n
-		}
-	}
-	if victim == "" || most-will < 2 {
-		return nil
-	}
-	for i := len(open) - 1; i >= 0; i-- {
-		l := open[i]
-		if l.Owner == victim && l.PendingOwner == "" && eligible(l) {
-			return &l
-		}
-	}
-	return nil
+	return mine
 }

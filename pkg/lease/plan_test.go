@@ -45,24 +45,24 @@ func TestPlanShare(t *testing.T) {
 		owners                []string
 		ineligible            string // a shard id that is not eligible
 		workers, target, held int
-		take, steal           string
+		take, ask             string
 	}{
 		{name: "no leases", owners: nil, workers: 1, target: 0},
 		{name: "alone takes every free lease in one pass", owners: []string{"-", "-", "-", "-"}, workers: 1, target: 4, take: "s00,s01,s02,s03"},
-		{name: "second worker with nothing free asks the loaded one", owners: []string{"a", "a", "a", "a"}, workers: 2, target: 2, steal: "s03"},
-		{name: "pending request: no second one", owners: []string{"a", "a", "a", "a!"}, workers: 2, target: 2},
+		{name: "second worker with nothing free asks for its whole share at once", owners: []string{"a", "a", "a", "a"}, workers: 2, target: 2, ask: "s03,s02"},
+		{name: "a pending request counts: asks for the rest only", owners: []string{"a", "a", "a", "a!"}, workers: 2, target: 2, ask: "s02"},
 		{name: "exactly at target: nothing to do", owners: []string{"me", "me", "a", "a"}, workers: 2, target: 2, held: 2},
 		{name: "alone with some held: takes the rest", owners: []string{"me", "me", "me", "-"}, workers: 1, target: 4, held: 3, take: "s03"},
 		{name: "above target: keeps what it has, takes nothing", owners: []string{"me", "me", "me", "a", "-"}, workers: 2, target: 3, held: 3},
-		{name: "takes only up to target", owners: []string{"a", "-", "-", "-"}, workers: 2, target: 2, take: "s01,s02"},
+		{name: "takes only up to target, asks for nothing while leases are free", owners: []string{"a", "-", "-", "-"}, workers: 2, target: 2, take: "s01,s02"},
 		{name: "more workers than shards", owners: []string{"a", "b"}, workers: 3, target: 1},
 		{name: "one more than me is even enough", owners: []string{"a", "a", "b", "b", "me"}, workers: 3, target: 2, held: 1},
-		{name: "two more than me: steal", owners: []string{"a", "a", "a", "b", "me"}, workers: 3, target: 2, held: 1, steal: "s02"},
-		{name: "3 workers, 4 shards, 2-2-0 becomes 2-1-1", owners: []string{"a", "a", "b", "b"}, workers: 3, target: 2, steal: "s01"},
+		{name: "a's surplus fills b's gap first (name order): me asks for nothing", owners: []string{"a", "a", "a", "b", "me"}, workers: 3, target: 2, held: 1},
+		{name: "3 workers, 4 shards, 2-2-0 becomes 2-1-1", owners: []string{"a", "a", "b", "b"}, workers: 3, target: 2, ask: "s03"},
 		{name: "an expired worker's leases are taken, it is not counted", owners: []string{"dead", "dead", "a", "a"}, workers: 2, target: 2, take: "s00,s01"},
 		{name: "closed shards do not count", owners: []string{"*", "*", "-", "a"}, workers: 2, target: 1, take: "s02"},
 		{name: "ineligible lease is skipped", owners: []string{"-", "-"}, ineligible: "s00", workers: 1, target: 2, take: "s01"},
-		{name: "steal skips ineligible leases", owners: []string{"a", "a", "a"}, ineligible: "s02", workers: 2, target: 2, steal: "s01"},
+		{name: "asks skip ineligible leases", owners: []string{"a", "a", "a"}, ineligible: "s02", workers: 2, target: 2, ask: "s01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,15 +70,11 @@ func TestPlanShare(t *testing.T) {
 				Self: "me", Leases: leases(tt.owners...), Live: live,
 				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
 			})
-			steal := ""
-			if plan.Steal != nil {
-				steal = plan.Steal.ShardID
-			}
 			if plan.Workers != tt.workers || plan.Target != tt.target || plan.Held != tt.held ||
-				shardIDs(plan.Take) != tt.take || steal != tt.steal {
-				t.Errorf("got workers %d target %d held %d take %q steal %q; want %d %d %d %q %q",
-					plan.Workers, plan.Target, plan.Held, shardIDs(plan.Take), steal,
-					tt.workers, tt.target, tt.held, tt.take, tt.steal)
+				shardIDs(plan.Take) != tt.take || shardIDs(plan.Ask) != tt.ask {
+				t.Errorf("got workers %d target %d held %d take %q ask %q; want %d %d %d %q %q",
+					plan.Workers, plan.Target, plan.Held, shardIDs(plan.Take), shardIDs(plan.Ask),
+					tt.workers, tt.target, tt.held, tt.take, tt.ask)
 			}
 		})
 	}
@@ -103,17 +99,10 @@ func TestPlanShareConverges(t *testing.T) {
 				self := ids[round%workers]
 				plan := lease.PlanShare(lease.ShareInput{Self: self, Leases: ls})
 				changed := false
-				for _, tk := range plan.Take {
+				for _, moved := range append(plan.Take, plan.Ask...) { // an ask is handed over at once
 					for i := range ls {
-						if ls[i].ShardID == tk.ShardID {
+						if ls[i].ShardID == moved.ShardID {
 							ls[i].Owner, changed = self, true
-						}
-					}
-				}
-				if plan.Steal != nil {
-					for i := range ls {
-						if ls[i].ShardID == plan.Steal.ShardID {
-							ls[i].Owner, changed = self, true // handed over at once
 						}
 					}
 				}
@@ -123,16 +112,8 @@ func TestPlanShareConverges(t *testing.T) {
 					stable++
 				}
 			}
-			counts := map[string]int{}
-			for _, l := range ls {
-				counts[l.Owner]++
-			}
-			lo, hi := shards, 0
-			for _, id := range ids {
-				lo, hi = min(lo, counts[id]), max(hi, counts[id])
-			}
-			if hi-lo > 1 || stable < workers {
-				t.Errorf("%d shards, %d workers: counts %v (stable rounds %d)", shards, workers, counts, stable)
+			if !even(ls, ids) || stable < workers {
+				t.Errorf("%d shards, %d workers: counts %v (stable rounds %d)", shards, workers, countOwners(ls), stable)
 			}
 		}
 	}
@@ -176,15 +157,7 @@ func ownedBy(specs ...string) []lease.Lease {
 	return out
 }
 
-func grants(gs []lease.Grant) string {
-	var parts []string
-	for _, g := range gs {
-		parts = append(parts, g.Lease.ShardID+"->"+g.To)
-	}
-	return strings.Join(parts, ",")
-}
-
-func TestPlanShareGive(t *testing.T) {
+func TestPlanShareAsk(t *testing.T) {
 	live := func(l lease.Lease) bool { return l.Owner != "dead" }
 	tests := []struct {
 		name       string
@@ -193,44 +166,32 @@ func TestPlanShareGive(t *testing.T) {
 		members    []string
 		ineligible string
 		workers    int
-		give       string
-		steal      string
+		take, ask  string
 	}{
-		{name: "a newcomer member gets its share from the owner at once",
-			self: "a", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2,
-			give: "s03->b,s02->b"},
-		{name: "two newcomers: each gets one, filled in name order",
-			self: "a", leases: []string{"a", "a", "a", "a", "a", "a"}, members: []string{"a", "b", "c"}, workers: 3,
-			give: "s05->b,s04->b,s03->c,s02->c"},
-		{name: "two owners fill one newcomer without overfilling it: a gives, b keeps its share",
-			self: "b", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3,
-			give: "s05->c"},
-		{name: "the first owner's part of the same plan",
-			self: "a", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3,
-			give: "s02->c"},
-		{name: "even already: nothing given",
-			self: "a", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3},
-		{name: "a lease already asked for counts for the taker",
-			self: "a", leases: []string{"a", "a", "a", "a>b"}, members: []string{"a", "b"}, workers: 2,
-			give: "s02->b"},
-		{name: "free leases are taken first, not given",
-			self: "a", leases: []string{"a", "a", "a", "-"}, members: []string{"a", "b"}, workers: 2},
-		{name: "expired leases are taken first, not given",
-			self: "a", leases: []string{"a", "a", "a", "dead"}, members: []string{"a", "b"}, workers: 2},
-		{name: "a free lease waiting for its parents does not hold giving up, nor count",
-			self: "a", leases: []string{"a", "a", "a", "a", "-"}, ineligible: "s04", members: []string{"a", "b"}, workers: 2,
-			give: "s03->b,s02->b"},
-		{name: "an ineligible lease of mine is not given",
-			self: "a", leases: []string{"a", "a", "a", "a"}, ineligible: "s03", members: []string{"a", "b"}, workers: 2,
-			give: "s02->b,s01->b"},
-		{name: "without membership nothing is given (the taker steals)",
-			self: "a", leases: []string{"a", "a", "a", "a"}, members: nil, workers: 1},
-		{name: "a member below its share does not steal from a member",
-			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2},
-		{name: "it still steals from an owner that is not a member (an older version)",
-			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"b"}, workers: 2, steal: "s03"},
-		{name: "a non-member owner's surplus is not given by anyone",
-			self: "c", leases: []string{"a", "a", "a", "a", "c", "c"}, members: []string{"c", "d"}, workers: 3},
+		{name: "a newcomer asks for its whole share at once",
+			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2, ask: "s03,s02"},
+		{name: "two newcomers: b's part (gaps are filled in name order)",
+			self: "b", leases: []string{"a", "a", "a", "a", "a", "a"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s05,s04"},
+		{name: "two newcomers: c's part, other leases than b's",
+			self: "c", leases: []string{"a", "a", "a", "a", "a", "a"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s03,s02"},
+		{name: "without membership the other newcomer is not counted: c asks for more",
+			self: "c", leases: []string{"a", "a", "a", "a", "a", "a"}, members: nil, workers: 2, ask: "s05,s04,s03"},
+		{name: "two owners above their share fill one gap: one lease from each",
+			self: "c", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s02,s05"},
+		{name: "even already: nothing asked",
+			self: "c", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3},
+		{name: "leases already asked for by another newcomer count for it",
+			self: "c", leases: []string{"a", "a", "a", "a>b", "a>b", "a"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s05,s02"},
+		{name: "free leases are taken first, not asked for",
+			self: "b", leases: []string{"a", "a", "a", "-"}, members: []string{"a", "b"}, workers: 2, take: "s03"},
+		{name: "expired leases are taken first, not asked for",
+			self: "b", leases: []string{"a", "a", "a", "dead"}, members: []string{"a", "b"}, workers: 2, take: "s03"},
+		{name: "a free lease waiting for its parents neither holds asking up nor counts",
+			self: "b", leases: []string{"a", "a", "a", "a", "-"}, ineligible: "s04", members: []string{"a", "b"}, workers: 2, ask: "s03,s02"},
+		{name: "an ineligible lease is not asked for",
+			self: "b", leases: []string{"a", "a", "a", "a"}, ineligible: "s03", members: []string{"a", "b"}, workers: 2, ask: "s02,s01"},
+		{name: "an owner that is not a member (an older version) is asked too",
+			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"b"}, workers: 2, ask: "s03,s02"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,21 +199,17 @@ func TestPlanShareGive(t *testing.T) {
 				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
 				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
 			})
-			steal := ""
-			if plan.Steal != nil {
-				steal = plan.Steal.ShardID
-			}
-			if plan.Workers != tt.workers || grants(plan.Give) != tt.give || steal != tt.steal {
-				t.Errorf("got workers %d give %q steal %q; want %d %q %q", plan.Workers, grants(plan.Give), steal, tt.workers, tt.give, tt.steal)
+			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take {
+				t.Errorf("got workers %d take %q ask %q; want %d %q %q", plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), tt.workers, tt.take, tt.ask)
 			}
 		})
 	}
 }
 
-// Members joining a group that one of them holds entirely: with every owner giving its surplus
-// at its own turn (handoffs land at once), the spread is even after one turn of each owner,
-// and stays so.
-func TestPlanShareGiveConverges(t *testing.T) {
+// Members joining a group that one of them holds entirely: each newcomer asks for its share at
+// its first turn (handoffs land at once), so the spread is even once every newcomer has had
+// one turn, and stays so.
+func TestPlanShareAskConverges(t *testing.T) {
 	for _, shards := range []int{1, 7, 16, 100} {
 		for _, workers := range []int{2, 3, 5, 50} {
 			ids := make([]string, workers)
@@ -267,18 +224,18 @@ func TestPlanShareGiveConverges(t *testing.T) {
 			for round := 0; round < 2*workers; round++ {
 				self := ids[round%workers]
 				plan := lease.PlanShare(lease.ShareInput{Self: self, Leases: ls, Members: ids})
-				if len(plan.Take) > 0 || plan.Steal != nil {
-					t.Fatalf("%d shards, %d workers, round %d: %s takes %q steals %v with nothing free", shards, workers, round, self, shardIDs(plan.Take), plan.Steal)
+				if len(plan.Take) > 0 {
+					t.Fatalf("%d shards, %d workers, round %d: %s takes %q with nothing free", shards, workers, round, self, shardIDs(plan.Take))
 				}
-				for _, g := range plan.Give {
+				for _, a := range plan.Ask {
 					for i := range ls {
-						if ls[i].ShardID == g.Lease.ShardID {
-							ls[i].Owner = g.To
+						if ls[i].ShardID == a.ShardID {
+							ls[i].Owner = self
 						}
 					}
 				}
-				if round == 0 && !even(ls, ids) {
-					t.Errorf("%d shards, %d workers: not even after the holder's one turn: %v", shards, workers, countOwners(ls))
+				if round == workers-1 && !even(ls, ids) {
+					t.Errorf("%d shards, %d workers: not even after every newcomer's first turn: %v", shards, workers, countOwners(ls))
 				}
 			}
 			if !even(ls, ids) {

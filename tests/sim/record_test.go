@@ -169,6 +169,9 @@ func (w *world) noteOwner(in *instance, how string, l lease.Lease) {
 		w.owners[l.ShardID] = gens
 	}
 	gens[l.Generation] = ownerRec{owner: l.Owner, slot: in.name, how: how}
+	if traceNotes {
+		fmt.Fprintf(os.Stderr, "seed %d: %9s  %s by %s: %s owner %q gen %d pending %q\n", w.seed, w.since().Round(time.Millisecond), how, in.name, l.ShardID, l.Owner, l.Generation, l.PendingOwner)
+	}
 }
 
 func (w *world) noteCheckpoint(in *instance, held lease.Lease, value string, result lease.Lease, err error) {
