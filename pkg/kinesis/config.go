@@ -215,8 +215,9 @@ type SubscriberConfig struct {
 type GroupConfig struct {
 	// Name names the group. Instances that share it, on one stream, share its shards: each
 	// shard is read by one of them at a time, through leases in LeaseStore, and progress is
-	// checkpointed there. It must be valid UTF-8 of at most 1919 bytes, so that the stream
-	// name, a "|" and the group fit DynamoDB's 2048-byte partition key. Default: empty, no
+	// checkpointed there. It must be valid UTF-8 of at most 1918 bytes, so that the stream
+	// name, a "|" and the group (and the '#' that starts the partition key of the group's
+	// member records) fit DynamoDB's 2048-byte partition key. Default: empty, no
 	// group.
 	Name string
 	// LeaseStore keeps the group's leases and checkpoints: lease.NewDynamoDBStore for
@@ -393,8 +394,13 @@ func (c SubscriberConfig) Validate() error {
 	if err := validateGroupName(g.Name); err != nil {
 		errs = append(errs, err)
 	}
-	if strings.Contains(g.WorkerID, "#") {
+	switch {
+	case strings.Contains(g.WorkerID, "#"):
 		add("Group.WorkerID %q contains '#', which names the subscriptions of one Subscriber in the lease table (WorkerID#2, ...); choose an ID without it", g.WorkerID)
+	case !utf8.ValidString(g.WorkerID):
+		add("Group.WorkerID %q is not valid UTF-8; the lease table keys the worker's member record by it, and DynamoDB keys are UTF-8 strings", g.WorkerID)
+	case len(g.WorkerID) > maxWorkerIDBytes:
+		add("Group.WorkerID is %d bytes long (%.40q...); at most %d fit the sort key of its member record in the lease table", len(g.WorkerID), g.WorkerID, maxWorkerIDBytes)
 	}
 	if c.GetRecordsLimit < 1 || c.GetRecordsLimit > 10000 {
 		add("GetRecordsLimit is %d; Kinesis allows 1 to 10000", c.GetRecordsLimit)
@@ -488,9 +494,14 @@ func joinAnd(names []string) string {
 const defaultConcurrentInFlight = 32
 
 // maxGroupNameBytes is the longest consumer group name whose leases every stream can hold: the
-// DynamoDB lease table's partition key is stream + "|" + group, DynamoDB allows 2048 bytes in a
-// partition key, and a stream name takes up to 128.
-const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|")
+// DynamoDB lease table's partition key is stream + "|" + group ("#" + that for the member
+// records), DynamoDB allows 2048 bytes in a partition key, and a stream name takes up to 128.
+const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|") - lease.MemberKeyOverhead
+
+// maxWorkerIDBytes is the longest WorkerID: it is the sort key of the worker's member record,
+// which DynamoDB bounds at 1024 bytes, with room for the "#n" of a Subscriber's later
+// subscriptions.
+const maxWorkerIDBytes = 1000
 
 // validateGroupName checks that a consumer group name can key the lease table: DynamoDB keys
 // are UTF-8 strings of bounded size. Without it, a bad name passed NewSubscriber and every

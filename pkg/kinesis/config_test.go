@@ -136,16 +136,21 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 		{name: "nil client", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Client = nil }),
 			want: [][]string{{"SubscriberConfig.Client", "nil"}}},
 		{name: "group name at the lease key's limit", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1918), lease.NewMemoryStore()
 		})},
 		{name: "group name not UTF-8", cfg: valid(func(c *kinesis.SubscriberConfig) {
 			c.Group.Name, c.Group.LeaseStore = "billing\xff", lease.NewMemoryStore()
 		}),
 			want: [][]string{{"SubscriberConfig.Group.Name", `"billing\xff"`, "not valid UTF-8"}}},
 		{name: "group name too long for the lease key", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1920), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
 		}),
-			want: [][]string{{"SubscriberConfig.Group.Name", "1920 bytes", "at most 1919"}}},
+			want: [][]string{{"SubscriberConfig.Group.Name", "1919 bytes", "at most 1918"}}},
+		{name: "WorkerID of 1000 bytes", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = strings.Repeat("w", 1000) })},
+		{name: "WorkerID too long for its member record", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = strings.Repeat("w", 1001) }),
+			want: [][]string{{"Group.WorkerID", "1001 bytes", "at most 1000"}}},
+		{name: "WorkerID not UTF-8", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = "host\xff" }),
+			want: [][]string{{"Group.WorkerID", "not valid UTF-8"}}},
 		{name: "WorkerID with '#'", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = "host#2" }),
 			want: [][]string{{"Group.WorkerID", `"host#2"`, "'#'"}}},
 		{name: "negative RequestTimeout", cfg: valid(func(c *kinesis.SubscriberConfig) { c.RequestTimeout = -time.Second }),

@@ -762,3 +762,32 @@ func TestDynamoDBStoreSetupFaultsNameTable(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamoDBStoreLongestKeys: the longest names the driver lets through (a 128-byte stream,
+// a group of 2048-128-1-MemberKeyOverhead bytes, a 1000-byte worker id with a "#12" suffix) fit
+// the table's keys, for leases and member records alike; one byte more of group does not fit
+// a member record's partition key.
+func TestDynamoDBStoreLongestKeys(t *testing.T) {
+	c := dynamoClient(t)
+	s, _ := newTableStore(t, c, c, "longest")
+	ctx := t.Context()
+	stream := strings.Repeat("s", 128)
+	group := strings.Repeat("g", 2048-128-len("|")-lease.MemberKeyOverhead)
+	worker := strings.Repeat("w", 1000) + "#12"
+	l, err := s.Create(ctx, lease.Lease{Group: group, Stream: stream, ShardID: "shardId-000000000000"})
+	if err != nil {
+		t.Fatalf("Create with a %d-byte group: %v", len(group), err)
+	}
+	if _, err := s.Take(ctx, l, worker); err != nil {
+		t.Fatalf("Take by a %d-byte worker: %v", len(worker), err)
+	}
+	if _, err := s.Heartbeat(ctx, group, stream, worker); err != nil {
+		t.Fatalf("Heartbeat with a %d-byte group and a %d-byte worker: %v", len(group), len(worker), err)
+	}
+	if ms, err := s.Members(ctx, group, stream); err != nil || len(ms) != 1 || ms[0].Worker != worker {
+		t.Fatalf("Members = %d records, %v; want the one worker", len(ms), err)
+	}
+	if _, err := s.Heartbeat(ctx, group+"g", stream, worker); err == nil {
+		t.Fatalf("Heartbeat with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
+	}
+}
