@@ -1,0 +1,85 @@
+package kinesis_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// memberNames reads the group's member records from the shared store.
+func memberNames(t *testing.T, w *grpWorld) []string {
+	t.Helper()
+	ms, err := w.e.store.Members(context.Background(), subGroup, w.e.stream)
+	if err != nil {
+		t.Fatalf("Members: %v", err)
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.Worker)
+	}
+	return names
+}
+
+// A newcomer asks for its whole share in its first lease sync (at Subscribe), and has it once
+// the owner's readers hand over, within one lease sync; a closing instance removes its member
+// record, and the record of a crashed one is removed once stale (6 lease durations), by the
+// first live member in name order.
+func TestGroupMembership(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 8)
+	w.publishing = true
+	w1 := w.start("w1")
+	if got := memberNames(t, w); !slices.Equal(got, []string{"w1"}) {
+		t.Fatalf("members after w1 subscribed: %v, want [w1]", got)
+	}
+	w.steps(grpSyncInterval / 2)
+
+	joined := w.now()
+	w2 := w.start("w2")
+	var asked []string
+	for _, o := range w2.store.opsOf(lease.OpRequestHandoff, "") {
+		if o.err == nil {
+			asked = append(asked, o.shard)
+		}
+	}
+	if len(asked) != 4 {
+		t.Fatalf("w2 asked for %v at Subscribe, want its whole share of 4 at once; %s", asked, w.leaseSummary())
+	}
+	d := w.runUntil("spread over w1 and w2", grpSyncInterval+grpStep, func() bool { return w.spread("w1", "w2") })
+	t.Logf("w2 joined 8 shards held by w1: asked for %v at Subscribe, spread %s later (%s)", asked, d, w.counts("w1", "w2"))
+	if got := memberNames(t, w); !slices.Equal(got, []string{"w1", "w2"}) {
+		t.Fatalf("members: %v, want [w1 w2]", got)
+	}
+
+	w3 := w.start("w3")
+	w.runUntil("spread over w1, w2 and w3", 2*grpSyncInterval, func() bool { return w.spread("w1", "w2", "w3") })
+	t.Logf("w3 joined: spread %s after w2 joined (%s)", w.since(joined), w.counts("w1", "w2", "w3"))
+
+	w.close(w3)
+	if got := memberNames(t, w); !slices.Equal(got, []string{"w1", "w2"}) {
+		t.Fatalf("members after w3 closed: %v, want its record removed", got)
+	}
+
+	// w1 crashes: its record stays until the first live member (w2) finds it stale.
+	crashedAt := w.now()
+	w1.dead.Store(true)
+	w1.client.dead.Store(true)
+	w1.store.setMode(grpFail)
+	w.runUntil("w2 removes w1's stale member record", 6*grpLeaseDuration+2*grpSyncInterval, func() bool {
+		return slices.Equal(memberNames(t, w), []string{"w2"})
+	})
+	if gone := w.since(crashedAt); gone < 6*grpLeaseDuration {
+		t.Errorf("w1's member record removed %s after its crash, before it was stale (6 lease durations)", gone)
+	}
+	w.close(w2)
+	if got := memberNames(t, w); len(got) != 0 {
+		t.Errorf("members after every live instance closed: %v, want none", got)
+	}
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
