@@ -234,7 +234,8 @@ type GroupConfig struct {
 	// DynamoDBOptions adjust the DynamoDB client built for LeaseTable, for example
 	// BaseEndpoint.
 	DynamoDBOptions []func(*dynamodb.Options)
-	// WorkerID names this instance in leases and in its log lines; it must not contain '#'.
+	// WorkerID names this instance in leases and in its log lines: at most 1000 bytes of
+	// UTF-8, without '#'.
 	// A second subscription open on one stream beside the first is WorkerID#2, and so on.
 	// Give an instance the same WorkerID across restarts (a pod name, say) and it takes its
 	// own leases back at once. Default: host name plus a random UUID.

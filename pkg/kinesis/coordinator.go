@@ -46,16 +46,18 @@ type subscription struct {
 	shards  map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
-	learned  map[string]types.Shard
-	leases   map[string]lease.Lease // the group's leases at the last lease sync
-	tracker  *lease.Tracker
-	members  *lease.MemberTracker  // the group's members at the last lease sync
-	member   lease.Member          // this subscription's record as its last heartbeat left it
-	asked    map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
-	ended    map[string]bool       // without a group: shards read to their end
-	skipped  map[string]bool       // closed shards a LATEST start skips (logged once each)
-	progress map[string]string     // without a group: where a restarted reader resumes
-	failures map[string]int        // coordinator steps failed in a row, by step (logIfFailed)
+	learned map[string]types.Shard
+	leases  map[string]lease.Lease // the group's leases at the last lease sync
+	tracker *lease.Tracker
+	members *lease.MemberTracker // the group's members at the last lease sync
+	member  lease.Member         // this subscription's record as its last heartbeat left it
+	// warnedMembers: a member record could not be removed, and WARN said so once.
+	warnedMembers bool
+	asked         map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
+	ended         map[string]bool       // without a group: shards read to their end
+	skipped       map[string]bool       // closed shards a LATEST start skips (logged once each)
+	progress      map[string]string     // without a group: where a restarted reader resumes
+	failures      map[string]int        // coordinator steps failed in a row, by step (logIfFailed)
 	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
 	// clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64

@@ -2,6 +2,7 @@ package kinesis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -47,7 +48,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		Leases:   list,
 		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) },
 		Eligible: c.eligible,
-		Members:  c.members.Live(now, c.cfg.Group.LeaseDuration),
+		Members:  c.members.Live(now, memberFresh(c.cfg)),
 	})
 	var started []*shardReader
 	for _, l := range list {
@@ -100,11 +101,12 @@ func (c *subscription) syncMembers() {
 	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
 	cancel()
 	if err != nil {
-		// The lease sync that follows meets the same store, and says so if it fails too.
+		// The lease sync that follows meets the same store, and says so if it fails too; a
+		// store that hangs holds up the coordinator for one call timeout here, not two.
 		c.logger.Debug("Member heartbeat failed", c.logFields().Add(watermill.LogFields{"err": err}))
-	} else {
-		c.member = m
+		return
 	}
+	c.member = m
 	ctx, cancel = c.callContext()
 	members, err := c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream)
 	cancel()
@@ -114,33 +116,68 @@ func (c *subscription) syncMembers() {
 	}
 	now := c.cfg.Clock.Now()
 	c.members.Observe(members, now)
-	if live := c.members.Live(now, c.cfg.Group.LeaseDuration); len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
+	if live := c.members.Live(now, memberFresh(c.cfg)); len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
 		return
 	}
-	for _, gone := range c.members.Stale(c.cfg.Group.Name, c.stream, now, staleMembersAfter*c.cfg.Group.LeaseDuration) {
-		ctx, cancel := c.callContext()
-		err := c.cfg.Group.LeaseStore.RemoveMember(ctx, gone)
-		cancel()
-		if err != nil {
-			c.logger.Debug("Member record of a member long gone not removed", c.logFields().Add(watermill.LogFields{"member": gone.Worker, "err": err}))
-			continue
-		}
-		c.logger.Debug("Removed the member record of a member long gone", c.logFields().Add(watermill.LogFields{"member": gone.Worker}))
+	// One record per sync: a backlog of them (DeleteItem denied for a while) must not hold
+	// up the coordinator.
+	if stale := c.members.Stale(c.cfg.Group.Name, c.stream, now, staleMembersAfter*c.cfg.Group.LeaseDuration); len(stale) > 0 {
+		c.removeMember(stale[0], "Removed the member record of a member long gone")
 	}
 }
 
-// leave removes this subscription's member record as it closes, after its leases are
-// released, so that the others count it out at their next lease sync instead of a lease
-// duration later. A quarter of CloseTimeout bounds it: the readers' last writes take up to half
-// before it, and Close must still return within CloseTimeout when the store hangs.
+// memberFresh is how recently a member's heartbeat must have been seen to move for it to
+// count for the shares: three lease syncs (it heartbeats at each), within the lease duration.
+// A worker that stops is counted out well before its leases expire, so it never holds the
+// others below their share when they come to take its leases.
+func memberFresh(cfg SubscriberConfig) time.Duration {
+	return min(cfg.Group.LeaseDuration, 3*cfg.Group.LeaseSyncInterval)
+}
+
+// removeMember removes a member record. A failure that is not a condition failure (DeleteItem
+// not allowed, say) is logged at WARN once per subscription: records then stay until they go
+// stale, which only makes shares uneven for a few lease syncs, but the table keeps them.
+func (c *subscription) removeMember(m lease.Member, done string) error {
+	ctx, cancel := c.callContext()
+	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, m)
+	cancel()
+	switch {
+	case err == nil:
+		c.logger.Debug(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+	case errors.Is(err, lease.ErrMemberChanged):
+	case !c.warnedMembers:
+		c.warnedMembers = true
+		warn(c.logger, "Removing a member record failed (is dynamodb:DeleteItem allowed on the lease table?); it stays until it goes stale", err,
+			c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+	default:
+		c.logger.Debug("Removing a member record failed", c.logFields().Add(watermill.LogFields{"member": m.Worker, "err": err}))
+	}
+	return err
+}
+
+// leave removes this subscription's member record as it closes, while its readers release
+// their leases, so that the others count it out at their next lease sync (its leases count
+// for it as long as they are held). A heartbeat cut short by the close may have landed, so a
+// removal refused for a moved counter is tried once more with the counter read back. The
+// calls run on a context of their own (the subscription's is cancelled by now), bounded by
+// CloseTimeout/2 as the readers' last writes, which run meanwhile.
 func (c *subscription) leave() {
 	if !c.grouped() || c.member.Counter == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/4)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/2)
 	defer cancel()
-	if err := c.cfg.Group.LeaseStore.RemoveMember(ctx, c.member); err != nil {
-		c.logger.Debug("Member record not removed on close; the others count it out once it is stale", c.logFields().Add(watermill.LogFields{"err": err}))
+	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, c.member)
+	if errors.Is(err, lease.ErrMemberChanged) {
+		members, lerr := c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream)
+		for _, m := range members {
+			if lerr == nil && m.Worker == c.cfg.Group.WorkerID {
+				err = c.cfg.Group.LeaseStore.RemoveMember(ctx, m)
+			}
+		}
+	}
+	if err != nil {
+		warn(c.logger, "Member record not removed on close; the others count this worker out a few lease syncs later", err, c.logFields())
 	}
 }
 

@@ -315,10 +315,10 @@ func (c *subscription) startUnleased() []*shardReader {
 func (c *subscription) shutdown() {
 	c.cancel()
 	close(c.quit)
+	c.leave() // while the readers release their leases: the others take them at their next sync
 	for _, id := range sortedKeys(c.readers.byShard) {
 		<-c.readers.byShard[id].r.finished
 	}
 	close(c.out)
-	c.leave() // after every reader has released its lease, so that no lease outlives the member
 	close(c.done)
 }

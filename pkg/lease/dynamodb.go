@@ -306,7 +306,8 @@ func checkKeySchema(table string, desc *types.TableDescription) error {
 }
 
 // validateDynamoKey is validateKey plus what this table's keys need: the stream name must not
-// contain the separator of the partition key, or two (stream, group) pairs could share one.
+// contain the separator of the partition key, or two (stream, group) pairs could share one, nor
+// start with the '#' of the member partitions.
 func validateDynamoKey(op string, key Key, checkShard bool) error {
 	if err := validateKey(op, key, checkShard); err != nil {
 		return err
@@ -314,6 +315,11 @@ func validateDynamoKey(op string, key Key, checkShard bool) error {
 	if strings.Contains(key.Stream, pkSeparator) {
 		return fmt.Errorf("lease %s of %s: %w: the stream name contains %q, which is not valid in a Kinesis stream name",
 			op, key, errInvalidKey, pkSeparator)
+	}
+	if strings.HasPrefix(key.Stream, memberPKPrefix) {
+		// "#x|g" is the member partition of stream x: a lease of stream "#x" would land in it.
+		return fmt.Errorf("lease %s of %s: %w: the stream name starts with %q, which is not valid in a Kinesis stream name",
+			op, key, errInvalidKey, memberPKPrefix)
 	}
 	return nil
 }

@@ -779,7 +779,7 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 		t.Fatalf("Create with a %d-byte group: %v", len(group), err)
 	}
 	if _, err := s.Take(ctx, l, worker); err != nil {
-		t.Fatalf("Take by a %d-byte worker: %v", len(worker), err)
+		t.Fatalf("Take by a %d-byte worker (the owner, not a key): %v", len(worker), err)
 	}
 	if _, err := s.Heartbeat(ctx, group, stream, worker); err != nil {
 		t.Fatalf("Heartbeat with a %d-byte group and a %d-byte worker: %v", len(group), len(worker), err)
@@ -789,5 +789,13 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	}
 	if _, err := s.Heartbeat(ctx, group+"g", stream, worker); err == nil {
 		t.Fatalf("Heartbeat with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
+	}
+	if _, err := s.Heartbeat(ctx, "g", stream, strings.Repeat("w", 1025)); err == nil {
+		t.Fatal("Heartbeat with a 1025-byte worker succeeded; DynamoDB's sort key limit is 1024 bytes")
+	}
+	// A stream name cannot start with '#': its leases would share the member partition of
+	// the stream named by the rest.
+	if _, err := s.Create(ctx, lease.Lease{Group: "g", Stream: "#x", ShardID: "shardId-000000000000"}); err == nil || !strings.Contains(err.Error(), "starts with") {
+		t.Fatalf("Create of a lease of stream %q: %v, want an input error", "#x", err)
 	}
 }

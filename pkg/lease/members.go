@@ -10,10 +10,10 @@ import (
 // Member is one worker of a consumer group on a stream, as its heartbeat record shows it.
 //
 // Membership lets the workers of a group count each other before they own anything, so that
-// a worker that has just started (or holds fewer leases than its share) is given leases by the
-// others instead of taking them one at a time. It never decides who may read a shard: that is
-// the lease's owner and generation, as always. A member that is wrongly counted in or out only
-// makes the shares uneven for a while.
+// nobody takes the share of a worker that has just started, and that worker can ask for all of
+// its share at once. It never decides who may read a shard: that is the lease's owner and
+// generation, as always. A member that is wrongly counted in or out only makes the shares
+// uneven for a while.
 type Member struct {
 	Group  string
 	Stream string
@@ -58,12 +58,13 @@ func validateMember(op string, m Member) error {
 //
 // It is not safe for concurrent use: the coordinator goroutine that reads the members owns it.
 type MemberTracker struct {
-	obs map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
+	obs   map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
+	moved map[string]bool        // workers whose counter this tracker has seen change
 }
 
 // NewMemberTracker returns a MemberTracker that has observed nothing.
 func NewMemberTracker() *MemberTracker {
-	return &MemberTracker{obs: make(map[string]Observation)}
+	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool)}
 }
 
 // Observe records a full read of the members (a Members result) made at now. Members missing
@@ -74,21 +75,28 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 		seen[m.Worker] = struct{}{}
 		prev, known := t.obs[m.Worker]
 		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Counter: m.Counter}, now)
+		if known && prev.Counter != m.Counter {
+			t.moved[m.Worker] = true
+		}
 	}
 	for w := range t.obs {
 		if _, ok := seen[w]; !ok {
 			delete(t.obs, w)
+			delete(t.moved, w)
 		}
 	}
 }
 
-// Live returns the observed members whose heartbeat moved within leaseDuration, sorted. A
-// member seen for the first time is live: its clock starts at that read, so a worker that has
-// just joined counts at once.
-func (t *MemberTracker) Live(now time.Time, leaseDuration time.Duration) []string {
+// Live returns the members whose heartbeat this tracker has seen move, the last time within
+// fresh, sorted. A record read only once does not count: it may be that of a worker that has
+// crashed or closed without removing it, whose heartbeat will never move again, and counting
+// it would hold the others below their share for a lease duration. A member heartbeats at every
+// lease sync, so fresh is a few lease syncs: a worker that stops is counted out well before its
+// leases expire, and those leases are taken as soon as they do.
+func (t *MemberTracker) Live(now time.Time, fresh time.Duration) []string {
 	var live []string
 	for w, o := range t.obs {
-		if !Expired(o, now, leaseDuration) {
+		if t.moved[w] && !Expired(o, now, fresh) {
 			live = append(live, w)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// TestMemberTracker: a member is live from its first read until its heartbeat has not moved
-// for the lease duration on the observer's clock; one missing from a read is forgotten; Stale
-// names those quiet for longer, with the counter last read.
+// TestMemberTracker: a member counts once its heartbeat has been seen to move, until it has not
+// moved for the freshness window on the observer's clock; one missing from a read is forgotten;
+// Stale names those quiet for longer, with the counter last read.
 func TestMemberTracker(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	const d = 10 * time.Second
+	const fresh = 6 * time.Second
 	member := func(w string, c int64) lease.Member {
 		return lease.Member{Group: "g", Stream: "s", Worker: w, Counter: c}
 	}
@@ -25,22 +25,25 @@ func TestMemberTracker(t *testing.T) {
 		staleFor  time.Duration
 		wantStale []string
 	}{
-		{at: 0, read: []lease.Member{member("a", 1), member("b", 7)}, wantLive: []string{"a", "b"}},
-		// a beats, b does not: b expires 10 s after it was first seen.
-		{at: 9 * time.Second, read: []lease.Member{member("a", 2), member("b", 7)}, wantLive: []string{"a", "b"}},
-		{at: 10 * time.Second, read: []lease.Member{member("a", 3), member("b", 7)}, wantLive: []string{"a"},
-			staleFor: 10 * time.Second, wantStale: []string{"b"}},
-		// c joins: live at once; b comes back with a new counter: live again.
-		{at: 15 * time.Second, read: []lease.Member{member("a", 4), member("b", 8), member("c", 1)}, wantLive: []string{"a", "b", "c"},
+		// Read once: not counted yet (a record left by a crashed worker looks the same).
+		{at: 0, read: []lease.Member{member("a", 1), member("b", 7)}, wantLive: nil},
+		{at: 2 * time.Second, read: []lease.Member{member("a", 2), member("b", 7)}, wantLive: []string{"a"}},
+		{at: 4 * time.Second, read: []lease.Member{member("a", 3), member("b", 8)}, wantLive: []string{"a", "b"}},
+		// b stops: counted out 6 s after its last move was seen.
+		{at: 9 * time.Second, read: []lease.Member{member("a", 4), member("b", 8)}, wantLive: []string{"a", "b"}},
+		{at: 10 * time.Second, read: []lease.Member{member("a", 5), member("b", 8)}, wantLive: []string{"a"},
+			staleFor: 6 * time.Second, wantStale: []string{"b"}},
+		// c joins: counted from its second heartbeat; b comes back: counted again.
+		{at: 12 * time.Second, read: []lease.Member{member("a", 6), member("b", 9), member("c", 1)}, wantLive: []string{"a", "b"},
 			staleFor: time.Second, wantStale: nil},
+		{at: 14 * time.Second, read: []lease.Member{member("a", 7), member("b", 10), member("c", 2)}, wantLive: []string{"a", "b", "c"}},
 		// a left (its record removed): forgotten.
-		{at: 16 * time.Second, read: []lease.Member{member("b", 8), member("c", 1)}, wantLive: []string{"b", "c"},
-			staleFor: time.Second, wantStale: []string{"b", "c"}},
+		{at: 16 * time.Second, read: []lease.Member{member("b", 11), member("c", 3)}, wantLive: []string{"b", "c"}},
 	}
 	for _, st := range steps {
 		now := t0.Add(st.at)
 		tr.Observe(st.read, now)
-		if got := tr.Live(now, d); !slices.Equal(got, st.wantLive) {
+		if got := tr.Live(now, fresh); !slices.Equal(got, st.wantLive) {
 			t.Errorf("at %s: Live = %v, want %v", st.at, got, st.wantLive)
 		}
 		if st.staleFor == 0 {
@@ -49,7 +52,7 @@ func TestMemberTracker(t *testing.T) {
 		var stale []string
 		for _, m := range tr.Stale("g", "s", now, st.staleFor) {
 			stale = append(stale, m.Worker)
-			if want := member(m.Worker, 0); m.Group != want.Group || m.Stream != want.Stream {
+			if m.Group != "g" || m.Stream != "s" {
 				t.Errorf("at %s: Stale member %+v lacks the group and stream", st.at, m)
 			}
 		}
