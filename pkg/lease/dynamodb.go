@@ -391,46 +391,25 @@ func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease
 	if err := s.before(ctx, OpList, key, false); err != nil {
 		return nil, err
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		ConsistentRead:           aws.Bool(true),
-		KeyConditionExpression:   aws.String("#pk = :pk"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: partitionKey(group, stream)},
-		},
-	}
-	if s.queryLimit > 0 {
-		in.Limit = aws.Int32(s.queryLimit)
-	}
 	out := []Lease{}
-	for {
-		page, err := s.client.Query(ctx, in)
+	err := s.queryPartition(ctx, OpList, key, partitionKey(group, stream), func(item map[string]types.AttributeValue) error {
+		l, err := leaseFromItem(item)
+		if err == nil && (l.Group != group || l.Stream != stream) {
+			err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
+				l.Group, l.Stream, group, stream)
+		}
 		if err != nil {
-			return nil, s.callErr(OpList, key, err)
-		}
-		if page == nil {
-			return nil, s.callErr(OpList, key, errors.New("Query returned no page"))
-		}
-		for _, item := range page.Items {
-			l, err := leaseFromItem(item)
-			if err == nil && (l.Group != group || l.Stream != stream) {
-				err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
-					l.Group, l.Stream, group, stream)
+			k := key
+			if sv, ok := item[attrShardID].(*types.AttributeValueMemberS); ok {
+				k.ShardID = sv.Value
 			}
-			if err != nil {
-				k := key
-				if sv, ok := item[attrShardID].(*types.AttributeValueMemberS); ok {
-					k.ShardID = sv.Value
-				}
-				return nil, s.malformedErr(OpList, k, err)
-			}
-			out = append(out, l)
+			return s.malformedErr(OpList, k, err)
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		out = append(out, l)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// DynamoDB returns a partition in sort key order (by UTF-8 bytes, as Go compares strings);
 	// sorting again costs little and does not depend on that.
@@ -564,6 +543,41 @@ func (s *DynamoDBStore) Release(ctx context.Context, held Lease) (Lease, error) 
 		"SET #gen = #gen + :one, #ctr = #ctr + :one REMOVE #owner, #pend",
 		map[string]string{"#ctr": attrCounter, "#pend": attrPendingOwner},
 		map[string]types.AttributeValue{":one": numberValue(1)})
+}
+
+// queryPartition reads every item of one partition with strongly consistent Query pages and
+// passes each to each, which may stop the read with an error.
+func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, pk string, each func(map[string]types.AttributeValue) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: pk},
+		},
+	}
+	if s.queryLimit > 0 {
+		in.Limit = aws.Int32(s.queryLimit)
+	}
+	for {
+		page, err := s.client.Query(ctx, in)
+		if err != nil {
+			return s.callErr(op, key, err)
+		}
+		if page == nil {
+			return s.callErr(op, key, errors.New("Query returned no page"))
+		}
+		for _, item := range page.Items {
+			if err := each(item); err != nil {
+				return err
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
 }
 
 // update runs one conditional UpdateItem on key's item and returns the lease as written. failed

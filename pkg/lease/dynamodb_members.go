@@ -81,42 +81,21 @@ func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Me
 	if err := s.before(ctx, OpMembers, key, false); err != nil {
 		return nil, err
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		ConsistentRead:           aws.Bool(true),
-		KeyConditionExpression:   aws.String("#pk = :pk"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: memberPartitionKey(group, stream)},
-		},
-	}
-	if s.queryLimit > 0 {
-		in.Limit = aws.Int32(s.queryLimit)
-	}
 	out := []Member{}
-	for {
-		page, err := s.client.Query(ctx, in)
+	err := s.queryPartition(ctx, OpMembers, key, memberPartitionKey(group, stream), func(item map[string]types.AttributeValue) error {
+		m, err := memberFromItem(item)
+		if err == nil && (m.Group != group || m.Stream != stream) {
+			err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
+				m.Group, m.Stream, group, stream)
+		}
 		if err != nil {
-			return nil, s.callErr(OpMembers, key, err)
+			return s.malformedErr(OpMembers, key, err)
 		}
-		if page == nil {
-			return nil, s.callErr(OpMembers, key, errors.New("Query returned no page"))
-		}
-		for _, item := range page.Items {
-			m, err := memberFromItem(item)
-			if err == nil && (m.Group != group || m.Stream != stream) {
-				err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
-					m.Group, m.Stream, group, stream)
-			}
-			if err != nil {
-				return nil, s.malformedErr(OpMembers, key, err)
-			}
-			out = append(out, m)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
 	return out, nil
