@@ -108,7 +108,9 @@ type SubscriberConfig struct {
 	Client KinesisAPI
 	// AWSConfig, when Client is nil, builds the Kinesis client, and the DynamoDB client of
 	// Group.LeaseTable. Load it with the SDK's config.LoadDefaultConfig to follow its credential
-	// chain and region settings.
+	// chain and region settings. Unless it carries an HTTPClient, the clients built from it keep
+	// up to 1,024 idle connections per host (the SDK's default is 10), so that a subscriber
+	// reading many shards does not open a connection, and a TLS handshake, per read.
 	AWSConfig *aws.Config
 	// KinesisOptions adjust the Kinesis client built from AWSConfig, for example BaseEndpoint.
 	KinesisOptions []func(*awskinesis.Options)
@@ -292,7 +294,7 @@ type ShardHooks struct {
 
 func (c *SubscriberConfig) setDefaults() {
 	if c.Client == nil && c.AWSConfig != nil {
-		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, c.KinesisOptions...)
+		c.Client = awskinesis.NewFromConfig(*c.AWSConfig, append(kinesisPooled(*c.AWSConfig), c.KinesisOptions...)...)
 	}
 	if c.Group.WorkerID == "" {
 		host, _ := os.Hostname()

@@ -74,7 +74,7 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), config.CloseTimeout+2*time.Minute)
 	defer cancel()
 	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{
-		Client:      dynamodb.NewFromConfig(*config.AWSConfig, config.Group.DynamoDBOptions...),
+		Client:      dynamodb.NewFromConfig(*config.AWSConfig, append(dynamoDBPooled(*config.AWSConfig), config.Group.DynamoDBOptions...)...),
 		TableName:   config.Group.LeaseTable,
 		CreateTable: config.Group.CreateLeaseTable,
 	})
