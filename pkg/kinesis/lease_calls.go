@@ -245,6 +245,12 @@ func (r *shardReader) writeCheckpoint(ctx context.Context, seq string) error {
 		r.metrics.count(r.metrics.checkpoints, 1)
 		r.saved = seq
 		r.renewedWith(l, sentAt)
+		// The checkpoint proved this owner alive as a renewal would have (it moved the
+		// counter, conditioned on owner and generation): the next renewal is due an interval
+		// after it, so that a busy shard does not pay for both.
+		if next := sentAt.Add(r.sub.cfg.Group.LeaseRenewInterval); next.After(r.renewAt) {
+			r.renewAt = next
+		}
 		return nil
 	}
 	r.metrics.count(r.metrics.checkpointFailures, 1)
