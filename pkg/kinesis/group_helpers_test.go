@@ -950,6 +950,13 @@ func (s *grpStore) Handoff(ctx context.Context, held lease.Lease) (lease.Lease, 
 	return s.call(ctx, lease.OpHandoff, held, func() (lease.Lease, error) { return s.inner.Handoff(ctx, held) })
 }
 
+func (s *grpStore) DeleteFinished(ctx context.Context, observed lease.Lease) error {
+	_, err := s.call(ctx, lease.OpDeleteFinished, observed, func() (lease.Lease, error) {
+		return lease.Lease{}, s.inner.DeleteFinished(ctx, observed)
+	})
+	return err
+}
+
 func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
 	var m lease.Member
 	_, err := s.call(ctx, lease.OpHeartbeat, lease.Lease{}, func() (lease.Lease, error) {

@@ -131,7 +131,7 @@ func (c DynamoDBConfig) Validate() error {
 //
 // A table can be created by hand (any capacity mode) with partition key "pk" (string) and sort
 // key "shard_id" (string); NewDynamoDBStore checks that key schema. Lease items are never
-// deleted by the store.
+// deleted by the store, but for DeleteFinished.
 //
 // # Member records
 //

@@ -124,6 +124,31 @@ func (s *DynamoDBStore) RemoveMember(ctx context.Context, observed Member) error
 	return nil
 }
 
+// DeleteFinished implements Store: one DeleteItem conditioned on SHARD_END and the observed
+// counter.
+func (s *DynamoDBStore) DeleteFinished(ctx context.Context, observed Lease) error {
+	key := observed.Key()
+	if err := s.before(ctx, OpDeleteFinished, key, true); err != nil {
+		return err
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyItem(key),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR (#cp = :end AND #c = :c)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#cp": attrCheckpoint, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end": &types.AttributeValueMemberS{Value: ShardEnd}, ":c": numberValue(observed.Counter),
+		},
+	})
+	switch {
+	case isConditionFailed(err):
+		return &ConditionError{Op: OpDeleteFinished, Key: key, Err: ErrLeaseChanged}
+	case err != nil:
+		return s.callErr(OpDeleteFinished, key, err)
+	}
+	return nil
+}
+
 // memberFromItem reads a member record, saying what is wrong with one this store could not
 // have written.
 func memberFromItem(item map[string]types.AttributeValue) (Member, error) {

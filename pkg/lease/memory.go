@@ -21,6 +21,7 @@ const (
 	OpRelease        = "release"
 	OpRequestHandoff = "request-handoff"
 	OpHandoff        = "handoff"
+	OpDeleteFinished = "delete-finished"
 )
 
 // faultFunc is the hook SetFault installs; see there.
@@ -239,6 +240,26 @@ func (s *MemoryStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
 		cur.PendingOwner = ""
 		return cur, nil
 	})
+}
+
+// DeleteFinished implements Store.
+func (s *MemoryStore) DeleteFinished(ctx context.Context, observed Lease) error {
+	key := observed.Key()
+	if err := s.before(ctx, OpDeleteFinished, key, true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards := s.leases[streamKey{key.Group, key.Stream}]
+	cur, ok := shards[key.ShardID]
+	switch {
+	case !ok:
+		return nil
+	case cur.Checkpoint != ShardEnd || cur.Counter != observed.Counter:
+		return &ConditionError{Op: OpDeleteFinished, Key: key, Err: ErrLeaseChanged}
+	}
+	delete(shards, key.ShardID)
+	return nil
 }
 
 // Heartbeat implements Store.

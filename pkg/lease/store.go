@@ -171,6 +171,12 @@ type Store interface {
 	// ErrLeaseNotFound if it is gone.
 	RequestHandoff(ctx context.Context, observed Lease, taker string) (Lease, error)
 
+	// DeleteFinished deletes the lease of a finished shard, provided it is still at ShardEnd
+	// with observed's Counter: the lease table need not keep a shard that is read to its end
+	// once its children are being read. Returns ErrLeaseChanged if the lease moved on or is
+	// not at ShardEnd; a lease already gone is not an error.
+	DeleteFinished(ctx context.Context, observed Lease) error
+
 	// Heartbeat records that worker is a member of the group on the stream (see Member): it
 	// creates the member's record with Counter 1, or increments its Counter, and returns the
 	// record as stored. It is not conditional: a worker's heartbeat is its own.

@@ -309,6 +309,11 @@ func (s *simStore) Handoff(ctx context.Context, held lease.Lease) (lease.Lease, 
 	})
 }
 
+func (s *simStore) DeleteFinished(ctx context.Context, observed lease.Lease) error {
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.DeleteFinished(ctx, observed) })
+	return err
+}
+
 func (s *simStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
 	var out lease.Member
 	_, err := s.call(ctx, func() (lease.Lease, error) {

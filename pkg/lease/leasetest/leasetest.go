@@ -41,6 +41,7 @@ func cases() []testCase {
 	all = append(all, ownerCases()...)
 	all = append(all, handoffCases()...)
 	all = append(all, memberCases()...)
+	all = append(all, finishedCases()...)
 	return all
 }
 

@@ -121,3 +121,43 @@ func testMemberInvalid(e *env) {
 	err = e.s.RemoveMember(e.ctx, lease.Member{Group: e.group, Stream: e.stream})
 	wantInvalid(e.t, err, "RemoveMember with no worker", "worker")
 }
+
+func finishedCases() []testCase {
+	return []testCase{
+		{"DeleteFinished", testDeleteFinished},
+		{"DeleteFinishedRefusesUnfinished", testDeleteUnfinished},
+		{"DeleteFinishedRefusesMoved", testDeleteFinishedMoved},
+	}
+}
+
+func testDeleteFinished(e *env) {
+	held := e.take(e.create(e.lease("shardId-000000000000")), "worker-a")
+	done := e.checkpoint(held, lease.ShardEnd)
+	e.create(e.lease("shardId-000000000001"))
+	if err := e.s.DeleteFinished(e.ctx, done); err != nil {
+		e.t.Fatalf("DeleteFinished of %+v: %v", done, err)
+	}
+	if got := e.list(); len(got) != 1 || got[0].ShardID != "shardId-000000000001" {
+		e.t.Fatalf("List after DeleteFinished = %+v, want only the other lease", got)
+	}
+	if err := e.s.DeleteFinished(e.ctx, done); err != nil {
+		e.t.Fatalf("DeleteFinished of a lease already gone: %v, want nil", err)
+	}
+}
+
+func testDeleteUnfinished(e *env) {
+	held := e.take(e.create(e.lease("shardId-000000000000")), "worker-a")
+	held = e.checkpoint(held, "100")
+	err := e.s.DeleteFinished(e.ctx, held)
+	wantCondition(e.t, err, lease.ErrLeaseChanged, lease.OpDeleteFinished, held.Key())
+	e.stored(held)
+}
+
+func testDeleteFinishedMoved(e *env) {
+	held := e.take(e.create(e.lease("shardId-000000000000")), "worker-a")
+	done := e.checkpoint(held, lease.ShardEnd)
+	released := e.release(done)
+	err := e.s.DeleteFinished(e.ctx, done)
+	wantCondition(e.t, err, lease.ErrLeaseChanged, lease.OpDeleteFinished, done.Key())
+	e.stored(released)
+}
