@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -21,8 +22,8 @@ import (
 // Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
-// leases, tracker, members, member, asked, skipped, ended and progress; nothing else touches
-// them. Readers send
+// leases, tracker, members, member, asked, unlisted, skipped, ended and progress; nothing else
+// touches them. Readers send
 // on out, exits and (through forwardReady) readied. The coordinator closes quit when it stops
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
 // done.
@@ -54,10 +55,13 @@ type subscription struct {
 	// warnedMembers: a member record could not be removed, and WARN said so once.
 	warnedMembers bool
 	asked         map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
-	ended         map[string]bool       // without a group: shards read to their end
-	skipped       map[string]bool       // closed shards a LATEST start skips (logged once each)
-	progress      map[string]string     // without a group: where a restarted reader resumes
-	failures      map[string]int        // coordinator steps failed in a row, by step (logIfFailed)
+	// unlisted are finished shards with a lease that the shard listing no longer shows, and
+	// since when (on the clock): cleanFinished deletes their leases once that has lasted.
+	unlisted map[string]time.Time
+	ended    map[string]bool   // without a group: shards read to their end
+	skipped  map[string]bool   // closed shards a LATEST start skips (logged once each)
+	progress map[string]string // without a group: where a restarted reader resumes
+	failures map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
 	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
 	// clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64
@@ -80,6 +84,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		tracker:  lease.NewTracker(),
 		members:  lease.NewMemberTracker(),
 		asked:    map[string]handoffAsk{},
+		unlisted: map[string]time.Time{},
 		ended:    map[string]bool{},
 		skipped:  map[string]bool{},
 		progress: map[string]string{},
@@ -214,13 +219,73 @@ func (c *subscription) syncShards() error {
 		}
 	}
 	c.shards = shards
+	c.forgetUnlisted()
 	if !c.grouped() {
 		return nil
 	}
 	if err := c.refreshLeases(); err != nil {
 		return err
 	}
+	c.cleanFinished()
 	return c.createLeases(sortedKeys(shards))
+}
+
+// forgetUnlisted drops what the subscription kept of shards the listing no longer shows: they
+// left the stream (retention passed them), nothing will read them again, and a parent that is
+// not listed counts as finished for its children anyway. Without it, the maps grew with every
+// reshard for as long as the subscription ran.
+func (c *subscription) forgetUnlisted() {
+	for _, m := range []map[string]bool{c.ended, c.skipped} {
+		for id := range m {
+			if _, listed := c.shards[id]; !listed {
+				delete(m, id)
+			}
+		}
+	}
+	for id := range c.progress {
+		if _, listed := c.shards[id]; !listed {
+			delete(c.progress, id)
+		}
+	}
+}
+
+// cleanFinished deletes the leases of finished shards (SHARD_END, released) that have left the
+// stream: not listed for ShardSyncInterval, by two listings or more, so that a listing that
+// lags for a moment deletes nothing. No child waits on such a parent (one not listed counts as
+// finished), and no listing will create its lease again, so the lease table no longer keeps,
+// and every lease sync no longer reads, every shard a reshard ever closed. Deletion is
+// conditioned on the lease still being at SHARD_END as listed.
+func (c *subscription) cleanFinished() {
+	now := c.cfg.Clock.Now()
+	for id := range c.unlisted {
+		if _, listed := c.shards[id]; listed {
+			delete(c.unlisted, id)
+		}
+	}
+	for _, id := range sortedKeys(c.leases) {
+		l := c.leases[id]
+		if _, listed := c.shards[id]; listed || l.Checkpoint != lease.ShardEnd || !l.Free() {
+			continue
+		}
+		since, seen := c.unlisted[id]
+		if !seen {
+			c.unlisted[id] = now
+			continue
+		}
+		if now.Sub(since) < c.cfg.ShardSyncInterval {
+			continue
+		}
+		ctx, cancel := c.callContext()
+		err := c.cfg.Group.LeaseStore.DeleteFinished(ctx, l)
+		cancel()
+		if err != nil {
+			c.logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": id, "err": err}))
+			continue
+		}
+		delete(c.leases, id)
+		delete(c.unlisted, id)
+		c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": id, "reason": "shard finished and gone from the stream"}))
+	}
 }
 
 // recheckIfNotFound lists the shards at once when a reader met ResourceNotFound. Without it, a

@@ -270,3 +270,57 @@ func TestReshardWithoutChildShardsListsAtOnce(t *testing.T) {
 	subWantPayloads(t, []*message.Message{parent}, "parent")
 	subWantPayloads(t, subRecvAck(t, ch, 1), "child")
 }
+
+// The lease of a finished parent stays while the parent is listed (its children's order
+// depends on it), and is deleted once the parent has left the stream; the children go on.
+func TestReshardFinishedLeaseDeletedOnceGone(t *testing.T) {
+	clk := subFixedClock()
+	e := newSubEnv(t, 1, clk)
+	e.putRaw("k", []byte("parent"))
+	cfg := e.config(subGroup)
+	cfg.ShardSyncInterval = 20 * time.Millisecond
+	ch := e.subscribe(e.subscriber(cfg), context.Background())
+	subWantPayloads(t, subRecvAck(t, ch, 1), "parent")
+	parent := subShard(0)
+	e.subSplit(parent)
+	e.putRaw("k", []byte("child-1"))
+	subWantPayloads(t, subRecvAck(t, ch, 1), "child-1")
+
+	has := func() (lease.Lease, bool) {
+		list, err := e.store.List(context.Background(), subGroup, e.stream)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		for _, l := range list {
+			if l.ShardID == parent {
+				return l, true
+			}
+		}
+		return lease.Lease{}, false
+	}
+	deadline := time.Now().Add(subWait)
+	for l, ok := has(); !ok || l.Checkpoint != lease.ShardEnd || !l.Free(); l, ok = has() {
+		if time.Now().After(deadline) {
+			t.Fatalf("parent lease %+v (present %v), want released at SHARD_END", l, ok)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store: the coordinator sends no signal
+	}
+	// Many shard syncs later the parent is still listed, so its lease stays.
+	ticks := cfg.ShardSyncInterval * 10
+	time.Sleep(ticks) // real time for ten shard syncs to pass; nothing must happen in it
+	if l, ok := has(); !ok || l.Checkpoint != lease.ShardEnd {
+		t.Fatalf("the parent's lease is %+v (present %v) %s later, while the parent is still listed; want it kept at SHARD_END (deleted, it is created again and the parent read twice)", l, ok, ticks)
+	}
+
+	// Retention passes the parent: it leaves the listing, and its lease goes.
+	clk.Advance(48 * time.Hour)
+	e.subExpire(clk.Now().Add(-24 * time.Hour))
+	for _, ok := has(); ok; _, ok = has() {
+		if time.Now().After(deadline.Add(subWait)) {
+			t.Fatalf("the parent's lease is still there after the parent left the stream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.putRaw("k", []byte("child-2"))
+	subWantPayloads(t, subRecvAck(t, ch, 1), "child-2")
+}
