@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -315,12 +316,13 @@ type reshardReport struct {
 	handoverShard  string
 	typicalLatency time.Duration // median publish-to-delivery
 	shards         int           // shards the stream had by the end, open and closed
+	deleted        int           // leases of finished shards deleted once their children were read
 }
 
 func (r reshardReport) String() string {
 	return fmt.Sprintf("produced %d, delivered %d, redelivered %d (%d rewinds, %d leases lost), %d shards in all; "+
-		"longest child wait %s (%s), longest handover from parents %s (%s), median latency %s",
-		r.produced, r.delivered, r.redelivered, r.rewinds, r.leasesLost, r.shards, r.childWait.Round(time.Millisecond),
+		"%d leases of finished shards deleted; longest child wait %s (%s), longest handover from parents %s (%s), median latency %s",
+		r.produced, r.delivered, r.redelivered, r.rewinds, r.leasesLost, r.shards, r.deleted, r.childWait.Round(time.Millisecond),
 		r.childWaitShard, r.handover.Round(time.Millisecond), r.handoverShard, r.typicalLatency.Round(time.Millisecond))
 }
 
@@ -508,11 +510,16 @@ func (sc reshardScenario) check(ctx context.Context, t *testing.T, stream, group
 	for _, s := range all {
 		id := aws.ToString(s.ShardId)
 		l, ok := byShard[id]
+		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
 		if !ok {
-			t.Errorf("shard %s has no lease", id)
+			// A finished shard's lease is deleted once its children are read; never before.
+			if !closed || !childStarted(all, byShard, id) {
+				t.Errorf("shard %s has no lease (closed %v), and no child of it was taken", id, closed)
+			} else {
+				rep.deleted++
+			}
 			continue
 		}
-		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
 		if closed && l.Checkpoint != lease.ShardEnd {
 			t.Errorf("closed shard %s, read to its end, has checkpoint %q, not SHARD_END", id, l.Checkpoint)
 		}
@@ -559,6 +566,23 @@ func sortedCopy(s []string) []string {
 	c := append([]string(nil), s...)
 	sort.Strings(c)
 	return c
+}
+
+// childStarted: a shard listed with id among its parents has a lease that was taken, or is
+// itself finished with its lease deleted for the same reason.
+func childStarted(all []types.Shard, leases map[string]lease.Lease, id string) bool {
+	for _, s := range all {
+		if !slices.Contains(parentsOfShard(s), id) {
+			continue
+		}
+		child := aws.ToString(s.ShardId)
+		l, ok := leases[child]
+		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+		if ok && l.Generation > 0 || !ok && closed && childStarted(all, leases, child) {
+			return true
+		}
+	}
+	return false
 }
 
 func parentsOfShard(s types.Shard) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -264,7 +265,13 @@ func (c *subscription) cleanFinished() {
 	}
 	for _, id := range sortedKeys(c.leases) {
 		l := c.leases[id]
-		if _, listed := c.shards[id]; listed || l.Checkpoint != lease.ShardEnd || !l.Free() {
+		if l.Checkpoint != lease.ShardEnd || !l.Free() {
+			continue
+		}
+		if _, listed := c.shards[id]; listed {
+			if c.childrenStarted(id) {
+				c.deleteFinished(l, "shard finished and its children read")
+			}
 			continue
 		}
 		since, seen := c.unlisted[id]
@@ -275,17 +282,43 @@ func (c *subscription) cleanFinished() {
 		if now.Sub(since) < c.cfg.ShardSyncInterval {
 			continue
 		}
-		ctx, cancel := c.callContext()
-		err := c.cfg.Group.LeaseStore.DeleteFinished(ctx, l)
-		cancel()
-		if err != nil {
-			c.logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": id, "err": err}))
+		c.deleteFinished(l, "shard finished and gone from the stream")
+	}
+}
+
+// childrenStarted: every child of a finished shard that the listing shows has a lease that was
+// taken (there is at least one), so no reader will ever wait on the shard again, and no
+// listing will create its lease again (finishedWithoutLease). The children of a split are
+// created together, so a listing that shows one shows the other; a lease of a child the
+// listing does not show yet waits on nothing that is deleted, since finishedWithoutLease needs
+// only one started child.
+func (c *subscription) childrenStarted(id string) bool {
+	n := 0
+	for cid, s := range c.shards {
+		if !slices.Contains(parentsOf(s), id) {
 			continue
 		}
-		delete(c.leases, id)
-		delete(c.unlisted, id)
-		c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": id, "reason": "shard finished and gone from the stream"}))
+		n++
+		if l, ok := c.leases[cid]; !ok || l.Generation == 0 && l.Checkpoint == "" {
+			return false
+		}
 	}
+	return n > 0
+}
+
+// deleteFinished deletes the lease of a finished shard (conditioned on it being at SHARD_END as
+// listed) and forgets it.
+func (c *subscription) deleteFinished(l lease.Lease, why string) {
+	ctx, cancel := c.callContext()
+	err := c.cfg.Group.LeaseStore.DeleteFinished(ctx, l)
+	cancel()
+	if err != nil {
+		c.logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		return
+	}
+	delete(c.leases, l.ShardID)
+	delete(c.unlisted, l.ShardID)
+	c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))
 }
 
 // recheckIfNotFound lists the shards at once when a reader met ResourceNotFound. Without it, a
@@ -348,8 +381,8 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 // creating one first is fine: the lease is the same.
 func (c *subscription) createLeases(ids []string) error {
 	for _, id := range ids {
-		if _, ok := c.leases[id]; ok {
-			continue
+		if _, ok := c.leases[id]; ok || c.finishedWithoutLease(id) {
+			continue // a finished shard whose lease was deleted is not read again
 		}
 		ctx, cancel := c.callContext()
 		l, err := c.cfg.Group.LeaseStore.Create(ctx, lease.Lease{

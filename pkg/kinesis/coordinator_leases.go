@@ -321,7 +321,8 @@ func (c *subscription) parentsDone(parents []string) bool {
 			continue
 		}
 		if c.grouped() {
-			if l, ok := c.leases[p]; !ok || (l.Checkpoint != lease.ShardEnd && !c.skipLease(l)) {
+			l, ok := c.leases[p]
+			if !ok && !c.finishedWithoutLease(p) || ok && l.Checkpoint != lease.ShardEnd && !c.skipLease(l) {
 				return false
 			}
 		} else if !c.ended[p] && !(c.progress[p] == "" && !c.readers.has(p) && c.skipClosed(p)) {
@@ -329,6 +330,49 @@ func (c *subscription) parentsDone(parents []string) bool {
 		}
 	}
 	return true
+}
+
+// finishedWithoutLease: a listed shard with no lease whose lease was deleted after it was
+// finished (cleanFinished). That is known from its children: one of them has a lease that was
+// taken (a child is taken only once all its parents are finished), or is itself finished and
+// without a lease. A shard with no such child is not: it may simply have no lease yet. The
+// children come from both the leases (their parents, as strongly consistent as the store) and
+// the listing.
+func (c *subscription) finishedWithoutLease(id string) bool {
+	if _, ok := c.leases[id]; ok {
+		return false
+	}
+	children := map[string][]string{}
+	for cid, l := range c.leases {
+		for _, p := range l.Parents {
+			children[p] = append(children[p], cid)
+		}
+	}
+	for cid, s := range c.shards {
+		if _, ok := c.leases[cid]; !ok {
+			for _, p := range parentsOf(s) {
+				children[p] = append(children[p], cid)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var finished func(id string) bool
+	finished = func(id string) bool {
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+		for _, child := range children[id] {
+			if l, ok := c.leases[child]; ok && (l.Generation > 0 || l.Checkpoint != "") {
+				return true
+			}
+			if _, ok := c.leases[child]; !ok && finished(child) {
+				return true
+			}
+		}
+		return false
+	}
+	return finished(id)
 }
 
 // handoffTakeAfter is how long after asking for a lease a worker takes it itself:

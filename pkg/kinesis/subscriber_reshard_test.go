@@ -271,56 +271,62 @@ func TestReshardWithoutChildShardsListsAtOnce(t *testing.T) {
 	subWantPayloads(t, subRecvAck(t, ch, 1), "child")
 }
 
-// The lease of a finished parent stays while the parent is listed (its children's order
-// depends on it), and is deleted once the parent has left the stream; the children go on.
-func TestReshardFinishedLeaseDeletedOnceGone(t *testing.T) {
-	clk := subFixedClock()
-	e := newSubEnv(t, 1, clk)
+// The lease of a finished parent is deleted once its children are being read, and is not
+// created again while the parent is still listed: the children keep their order, and a
+// restarted group reads on from the children's checkpoints, not the parent again.
+func TestReshardFinishedLeaseDeletedOnceChildrenRead(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
 	e.putRaw("k", []byte("parent"))
 	cfg := e.config(subGroup)
 	cfg.ShardSyncInterval = 20 * time.Millisecond
-	ch := e.subscribe(e.subscriber(cfg), context.Background())
+	sub := e.subscriber(cfg)
+	ch := e.subscribe(sub, context.Background())
 	subWantPayloads(t, subRecvAck(t, ch, 1), "parent")
 	parent := subShard(0)
-	e.subSplit(parent)
+	low, high := e.subSplit(parent)
 	e.putRaw("k", []byte("child-1"))
 	subWantPayloads(t, subRecvAck(t, ch, 1), "child-1")
 
-	has := func() (lease.Lease, bool) {
+	leases := func() map[string]lease.Lease {
 		list, err := e.store.List(context.Background(), subGroup, e.stream)
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
+		m := map[string]lease.Lease{}
 		for _, l := range list {
-			if l.ShardID == parent {
-				return l, true
-			}
+			m[l.ShardID] = l
 		}
-		return lease.Lease{}, false
+		return m
 	}
 	deadline := time.Now().Add(subWait)
-	for l, ok := has(); !ok || l.Checkpoint != lease.ShardEnd || !l.Free(); l, ok = has() {
+	for _, ok := leases()[parent]; ok; _, ok = leases()[parent] {
 		if time.Now().After(deadline) {
-			t.Fatalf("parent lease %+v (present %v), want released at SHARD_END", l, ok)
+			t.Fatalf("the parent's lease is still there with both children read: %+v", leases())
 		}
 		time.Sleep(5 * time.Millisecond) // polling the store: the coordinator sends no signal
 	}
-	// Many shard syncs later the parent is still listed, so its lease stays.
-	ticks := cfg.ShardSyncInterval * 10
-	time.Sleep(ticks) // real time for ten shard syncs to pass; nothing must happen in it
-	if l, ok := has(); !ok || l.Checkpoint != lease.ShardEnd {
-		t.Fatalf("the parent's lease is %+v (present %v) %s later, while the parent is still listed; want it kept at SHARD_END (deleted, it is created again and the parent read twice)", l, ok, ticks)
+	// Ten shard syncs later, with the parent still listed, nothing has created it again.
+	ticks := 10 * cfg.ShardSyncInterval
+	time.Sleep(ticks) // real time for the shard syncs to pass; nothing may happen in it
+	got := leases()
+	if l, ok := got[parent]; ok {
+		t.Fatalf("the parent's lease came back %s after it was deleted (the parent would be read twice): %+v", ticks, l)
+	}
+	for _, id := range []string{low, high} {
+		if got[id].Generation == 0 {
+			t.Errorf("child %s lease %+v, want taken", id, got[id])
+		}
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
 	}
 
-	// Retention passes the parent: it leaves the listing, and its lease goes.
-	clk.Advance(48 * time.Hour)
-	e.subExpire(clk.Now().Add(-24 * time.Hour))
-	for _, ok := has(); ok; _, ok = has() {
-		if time.Now().After(deadline.Add(subWait)) {
-			t.Fatalf("the parent's lease is still there after the parent left the stream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// A restarted instance: the parent has no lease, its children started, so it is finished.
 	e.putRaw("k", []byte("child-2"))
+	ch = e.subscribe(e.subscriber(cfg), context.Background())
 	subWantPayloads(t, subRecvAck(t, ch, 1), "child-2")
+	subNone(t, ch, subQuiet)
+	if _, ok := leases()[parent]; ok {
+		t.Errorf("the restarted instance created the parent's lease again")
+	}
 }
