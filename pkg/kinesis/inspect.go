@@ -165,7 +165,9 @@ type ShardLease struct {
 	// PendingOwner is a worker that asked for the lease to be handed over to it; "" if none.
 	PendingOwner string `json:"pending_owner"`
 
-	// Finished is set when the checkpoint is SHARD_END: every record of the shard is done.
+	// Finished is set when the checkpoint is SHARD_END: every record of the shard is done. It
+	// is also set, with HasLease false, for a closed shard whose lease the group deleted once
+	// its children were read (a child has a lease that was taken, or is finished itself).
 	Finished bool `json:"finished"`
 	// Measured is set when the fields below hold an answer: the shard was read, or it is
 	// finished. It is false for a shard that is gone, with SkipBehind, and when the read
@@ -315,6 +317,29 @@ func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLeas
 		s.Finished = l.Checkpoint == lease.ShardEnd
 		if len(l.Parents) > 0 { // what the coordinator acts on
 			s.Parents = append([]string{}, l.Parents...)
+		}
+	}
+	// Closed shards whose lease was deleted after their children were read: finished.
+	children := map[string][]string{}
+	for id, s := range byID {
+		for _, p := range s.Parents {
+			children[p] = append(children[p], id)
+		}
+	}
+	var cleaned func(id string, depth int) bool
+	cleaned = func(id string, depth int) bool {
+		for _, c := range children[id] {
+			child := byID[c]
+			if child.HasLease && (child.Generation > 0 || child.Checkpoint != "") ||
+				!child.HasLease && child.State == ShardClosed && depth < len(byID) && cleaned(c, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	for id, s := range byID {
+		if !s.HasLease && s.State == ShardClosed && cleaned(id, 0) {
+			s.Finished = true
 		}
 	}
 	out := make([]ShardLease, 0, len(byID))
@@ -499,6 +524,7 @@ func (r GroupReport) summary() string {
 			gone++
 		}
 		switch {
+		case !s.HasLease && s.Finished:
 		case !s.HasLease:
 			unleased++
 		case s.Owner == "":
@@ -543,6 +569,8 @@ func plural(n int, word string) string {
 
 func ownerCell(s ShardLease) string {
 	switch {
+	case !s.HasLease && s.Finished:
+		return "(finished, lease deleted)"
 	case !s.HasLease:
 		return "(no lease yet)"
 	case s.Owner == "":

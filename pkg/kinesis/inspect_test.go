@@ -576,3 +576,32 @@ func TestInspectReport_WriteTableFails(t *testing.T) {
 		t.Errorf("WriteTable() = %v, want the write error, naming group and stream", err)
 	}
 }
+
+// A closed shard whose lease the group deleted once its children were read is reported
+// finished, not as a shard without a lease yet.
+func TestInspectFinishedLeaseDeleted(t *testing.T) {
+	f := newInspectFixture(t)
+	if err := f.store.DeleteFinished(context.Background(), f.get(t, shardID(1))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parent *kinesis.ShardLease
+	for i := range r.Shards {
+		if r.Shards[i].ShardID == shardID(1) {
+			parent = &r.Shards[i]
+		}
+	}
+	if parent == nil || parent.HasLease || !parent.Finished {
+		t.Fatalf("parent %s: %+v, want no lease and finished", shardID(1), parent)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(finished, lease deleted)") {
+		t.Errorf("table does not show the deleted lease of a finished shard:\n%s", b.String())
+	}
+}
