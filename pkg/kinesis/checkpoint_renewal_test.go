@@ -30,6 +30,8 @@ func TestGroupCheckpointCountsAsRenewal(t *testing.T) {
 				renewals++
 				if gap := o.at.Sub(last); gap < grpRenewInterval-grpStep {
 					t.Errorf("%s renewed %s after its last owner write, within LeaseRenewInterval (%s)", shard, gap, grpRenewInterval)
+				} else if gap > grpRenewInterval+grpStep {
+					t.Errorf("%s renewed %s after its last owner write, later than LeaseRenewInterval (%s): the stop point comes closer", shard, gap, grpRenewInterval)
 				}
 			case lease.OpCheckpoint:
 				checkpoints++

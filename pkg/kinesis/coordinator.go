@@ -23,8 +23,8 @@ import (
 // Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
-// leases, tracker, members, member, asked, unlisted, skipped, ended and progress; nothing else
-// touches them. Readers send
+// leases, tracker, members, member, asked, unlisted, finished, skipped, ended and progress;
+// nothing else touches them. Readers send
 // on out, exits and (through forwardReady) readied. The coordinator closes quit when it stops
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
 // done.
@@ -59,10 +59,14 @@ type subscription struct {
 	// unlisted are finished shards with a lease that the shard listing no longer shows, and
 	// since when (on the clock): cleanFinished deletes their leases once that has lasted.
 	unlisted map[string]time.Time
-	ended    map[string]bool   // without a group: shards read to their end
-	skipped  map[string]bool   // closed shards a LATEST start skips (logged once each)
-	progress map[string]string // without a group: where a restarted reader resumes
-	failures map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
+	// finished caches finishedWithoutLease; nil until worked out after a change.
+	finished map[string]bool
+	// warnedDeletes: a finished shard's lease could not be deleted, and WARN said so once.
+	warnedDeletes bool
+	ended         map[string]bool   // without a group: shards read to their end
+	skipped       map[string]bool   // closed shards a LATEST start skips (logged once each)
+	progress      map[string]string // without a group: where a restarted reader resumes
+	failures      map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
 	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
 	// clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64
@@ -206,6 +210,7 @@ func (c *subscription) syncShards() error {
 		c.logger.Error("Stream not found (deleted?); no shard of it is read until a shard listing finds it again", err,
 			c.logFields().Add(watermill.LogFields{"shard_sync_interval": c.cfg.ShardSyncInterval}))
 		clear(c.shards)
+		c.invalidateFinished()
 		clear(c.learned)
 		return nil
 	}
@@ -220,6 +225,7 @@ func (c *subscription) syncShards() error {
 		}
 	}
 	c.shards = shards
+	c.invalidateFinished()
 	c.forgetUnlisted()
 	if !c.grouped() {
 		return nil
@@ -259,18 +265,26 @@ func (c *subscription) forgetUnlisted() {
 func (c *subscription) cleanFinished() {
 	now := c.cfg.Clock.Now()
 	for id := range c.unlisted {
-		if _, listed := c.shards[id]; listed {
+		_, listed := c.shards[id]
+		if _, leased := c.leases[id]; listed || !leased { // listed again, or deleted by another worker
 			delete(c.unlisted, id)
 		}
 	}
+	deletes := 0
 	for _, id := range sortedKeys(c.leases) {
+		if deletes == maxDeletesPerSync {
+			return // the rest at the next shard sync: a backlog must not hold up the coordinator
+		}
 		l := c.leases[id]
 		if l.Checkpoint != lease.ShardEnd || !l.Free() {
 			continue
 		}
 		if _, listed := c.shards[id]; listed {
 			if c.childrenStarted(id) {
-				c.deleteFinished(l, "shard finished and its children read")
+				deletes++
+				if !c.deleteFinished(l, "shard finished and its children read") {
+					return
+				}
 			}
 			continue
 		}
@@ -282,9 +296,17 @@ func (c *subscription) cleanFinished() {
 		if now.Sub(since) < c.cfg.ShardSyncInterval {
 			continue
 		}
-		c.deleteFinished(l, "shard finished and gone from the stream")
+		deletes++
+		if !c.deleteFinished(l, "shard finished and gone from the stream") {
+			return
+		}
 	}
 }
+
+// maxDeletesPerSync bounds the leases of finished shards one shard sync deletes, one call each,
+// on the coordinator goroutine: after a large reshard, or on the first run of a table that kept
+// every finished lease, the rest wait for the next syncs.
+const maxDeletesPerSync = 25
 
 // childrenStarted: every child of a finished shard that the listing shows has a lease that was
 // taken (there is at least one), so no reader will ever wait on the shard again, and no
@@ -307,18 +329,30 @@ func (c *subscription) childrenStarted(id string) bool {
 }
 
 // deleteFinished deletes the lease of a finished shard (conditioned on it being at SHARD_END as
-// listed) and forgets it.
-func (c *subscription) deleteFinished(l lease.Lease, why string) {
+// listed) and forgets it. It reports whether the next deletion is worth trying: not after a
+// failure other than the lease having moved on (DeleteItem refused, the store down), which is
+// logged at WARN once per subscription.
+func (c *subscription) deleteFinished(l lease.Lease, why string) bool {
 	ctx, cancel := c.callContext()
 	err := c.cfg.Group.LeaseStore.DeleteFinished(ctx, l)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, lease.ErrLeaseChanged):
+		return true
+	case err != nil && !c.warnedDeletes:
+		c.warnedDeletes = true
+		warn(c.logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and is read at every lease sync", err,
+			c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
+		return false
+	case err != nil:
 		c.logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
-		return
+		return false
 	}
 	delete(c.leases, l.ShardID)
 	delete(c.unlisted, l.ShardID)
+	c.invalidateFinished()
 	c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))
+	return true
 }
 
 // recheckIfNotFound lists the shards at once when a reader met ResourceNotFound. Without it, a
@@ -355,6 +389,7 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 			s.AdjacentParentShardId = &ch.ParentShards[1]
 		}
 		c.shards[id], c.learned[id] = s, s
+		c.invalidateFinished()
 		ids = append(ids, id)
 		for _, p := range ch.ParentShards {
 			if _, known := c.shards[p]; !known {
@@ -409,6 +444,7 @@ func (c *subscription) refreshLeases() error {
 	now := c.cfg.Clock.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
 	c.tracker.Observe(list, now)
+	c.invalidateFinished()
 	clear(c.leases)
 	for _, l := range list {
 		c.leases[l.ShardID] = l

@@ -338,42 +338,52 @@ func (c *subscription) parentsDone(parents []string) bool {
 // without a lease. A shard with no such child is not: it may simply have no lease yet. The
 // children come from both the leases (their parents, as strongly consistent as the store) and
 // the listing.
+//
+// The answers are kept (c.finished) until the leases or the shards change: refreshLeases,
+// deleteFinished and every change of c.shards drop them (invalidateFinished). A lease taken
+// between two listings could only turn a false into a true, which the next listing brings;
+// createLeases, which must not act on a stale false, always runs right after a listing.
 func (c *subscription) finishedWithoutLease(id string) bool {
 	if _, ok := c.leases[id]; ok {
 		return false
 	}
-	children := map[string][]string{}
+	if c.finished == nil {
+		c.indexFinished()
+	}
+	return c.finished[id]
+}
+
+// indexFinished works out finishedWithoutLease for every shard at once: one pass to index the
+// children (from the leases' parents and the listing), one walk from the taken children up.
+func (c *subscription) indexFinished() {
+	parents := map[string][]string{} // child -> parents
 	for cid, l := range c.leases {
-		for _, p := range l.Parents {
-			children[p] = append(children[p], cid)
-		}
+		parents[cid] = append(parents[cid], l.Parents...)
 	}
 	for cid, s := range c.shards {
 		if _, ok := c.leases[cid]; !ok {
-			for _, p := range parentsOf(s) {
-				children[p] = append(children[p], cid)
+			parents[cid] = append(parents[cid], parentsOf(s)...)
+		}
+	}
+	c.finished = map[string]bool{}
+	var mark func(id string)
+	mark = func(id string) { // id is finished: so are its parents without a lease
+		for _, p := range parents[id] {
+			if _, leased := c.leases[p]; !leased && !c.finished[p] {
+				c.finished[p] = true
+				mark(p)
 			}
 		}
 	}
-	seen := map[string]bool{}
-	var finished func(id string) bool
-	finished = func(id string) bool {
-		if seen[id] {
-			return false
+	for cid, l := range c.leases {
+		if l.Generation > 0 || l.Checkpoint != "" {
+			mark(cid)
 		}
-		seen[id] = true
-		for _, child := range children[id] {
-			if l, ok := c.leases[child]; ok && (l.Generation > 0 || l.Checkpoint != "") {
-				return true
-			}
-			if _, ok := c.leases[child]; !ok && finished(child) {
-				return true
-			}
-		}
-		return false
 	}
-	return finished(id)
 }
+
+// invalidateFinished drops the answers of finishedWithoutLease.
+func (c *subscription) invalidateFinished() { c.finished = nil }
 
 // handoffTakeAfter is how long after asking for a lease a worker takes it itself:
 // HandoffTimeout, but never before LeaseDuration has passed since the request. An owner whose

@@ -145,9 +145,10 @@ type ShardLease struct {
 	// EndingSequenceNumber is the last sequence number of a closed shard, "" otherwise.
 	EndingSequenceNumber string `json:"ending_sequence_number,omitempty"`
 
-	// HasLease is false for a shard the group has no lease for yet: a new shard no coordinator
-	// has listed since, or, for a whole group without leases, a group that never ran (or a
-	// misspelt group name). The lease fields below are then zero.
+	// HasLease is false for a shard the group has no lease for: a new shard no coordinator has
+	// listed since, a finished shard whose lease was deleted (Finished), or, for a whole group
+	// without leases, a group that never ran (or a misspelt group name). The lease fields below
+	// are then zero.
 	HasLease bool `json:"has_lease"`
 	// Owner is the worker holding the lease; "" means free.
 	Owner string `json:"owner"`
@@ -319,27 +320,20 @@ func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLeas
 			s.Parents = append([]string{}, l.Parents...)
 		}
 	}
-	// Closed shards whose lease was deleted after their children were read: finished.
-	children := map[string][]string{}
-	for id, s := range byID {
+	// Closed shards whose lease was deleted after their children were read: finished. Walk up
+	// from every taken child through the ancestors without a lease, marking each once.
+	var mark func(s *ShardLease)
+	mark = func(s *ShardLease) {
 		for _, p := range s.Parents {
-			children[p] = append(children[p], id)
-		}
-	}
-	var cleaned func(id string, depth int) bool
-	cleaned = func(id string, depth int) bool {
-		for _, c := range children[id] {
-			child := byID[c]
-			if child.HasLease && (child.Generation > 0 || child.Checkpoint != "") ||
-				!child.HasLease && child.State == ShardClosed && depth < len(byID) && cleaned(c, depth+1) {
-				return true
+			if ps, ok := byID[p]; ok && !ps.HasLease && ps.State == ShardClosed && !ps.Finished {
+				ps.Finished = true
+				mark(ps)
 			}
 		}
-		return false
 	}
-	for id, s := range byID {
-		if !s.HasLease && s.State == ShardClosed && cleaned(id, 0) {
-			s.Finished = true
+	for _, s := range byID {
+		if s.HasLease && (s.Generation > 0 || s.Checkpoint != "") {
+			mark(s)
 		}
 	}
 	out := make([]ShardLease, 0, len(byID))
