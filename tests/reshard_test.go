@@ -507,12 +507,6 @@ func (sc reshardScenario) check(ctx context.Context, t *testing.T, stream, group
 	for _, l := range leases {
 		byShard[l.ShardID] = l
 	}
-	defer func() {
-		// Every scenario ends with closed shards whose children were all read.
-		if rep.deleted == 0 && !t.Failed() {
-			t.Errorf("no lease of a finished shard was deleted")
-		}
-	}()
 	for _, s := range all {
 		id := aws.ToString(s.ShardId)
 		l, ok := byShard[id]

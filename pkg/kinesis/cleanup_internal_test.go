@@ -147,8 +147,8 @@ func TestFinishedWithoutLease(t *testing.T) {
 	}
 }
 
-// cleanFinished deletes a released SHARD_END lease only once every listed child was taken, or
-// once the shard has been gone from the listing for ShardSyncInterval; never an owned one.
+// cleanFinished deletes a released SHARD_END lease only once every listed child has been seen
+// taken, or the shard gone from the listing, for deleteFinishedAfter; never an owned one.
 func TestCleanFinished(t *testing.T) {
 	t.Run("children exist but one is not taken: kept", func(t *testing.T) {
 		w := newCleanupWorld(t)
@@ -172,6 +172,15 @@ func TestCleanFinished(t *testing.T) {
 		w.lease("p", true, lease.ShardEnd, true)
 		w.lease("c1", true, "", false, "p")
 		w.lease("c2", true, "", false, "p")
+		w.refresh()
+		w.c.cleanFinished()
+		w.clk.Advance(deleteFinishedAfter(w.c.cfg) - time.Second)
+		w.refresh()
+		w.c.cleanFinished()
+		if !w.stored("p") {
+			t.Fatalf("deleted before the children were seen read for %s: a worker acting on an older listing could create it again", deleteFinishedAfter(w.c.cfg))
+		}
+		w.clk.Advance(time.Second)
 		w.refresh()
 		w.c.cleanFinished()
 		if err := w.c.createLeases(sortedKeys(w.c.shards)); err != nil {
@@ -199,11 +208,11 @@ func TestCleanFinished(t *testing.T) {
 		w.lease("p", true, lease.ShardEnd, true)
 		w.refresh()
 		w.c.cleanFinished()
-		w.clk.Advance(w.c.cfg.ShardSyncInterval - time.Second)
+		w.clk.Advance(deleteFinishedAfter(w.c.cfg) - time.Second)
 		w.refresh()
 		w.c.cleanFinished()
 		if !w.stored("p") {
-			t.Fatal("deleted before the shard was gone for ShardSyncInterval")
+			t.Fatal("deleted before the shard was gone for deleteFinishedAfter")
 		}
 		w.clk.Advance(time.Second)
 		w.refresh()
@@ -215,4 +224,23 @@ func TestCleanFinished(t *testing.T) {
 			t.Errorf("unlisted still holds %v", w.c.unlisted)
 		}
 	})
+}
+
+// createLeases acts on a listing of the leases no older than leaseViewMaxAge: a worker whose
+// listing predates a shard's lease (created, read to its end and deleted since) lists again
+// before it would create that lease.
+func TestCreateLeasesListsAgainWhenItsViewIsOld(t *testing.T) {
+	w := newCleanupWorld(t)
+	w.shard("p", true)
+	w.shard("c1", false, "p")
+	w.refresh() // sees no lease at all
+	// Meanwhile another worker creates both, reads p to its end, takes c1 and deletes p.
+	w.lease("c1", true, "", false, "p")
+	w.clk.Advance(leaseViewMaxAge(w.c.cfg) + time.Millisecond)
+	if err := w.c.createLeases([]string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	if w.stored("p") {
+		t.Fatal("created the lease of a finished shard from a listing older than leaseViewMaxAge")
+	}
 }

@@ -61,6 +61,11 @@ type subscription struct {
 	unlisted map[string]time.Time
 	// finished caches finishedWithoutLease; nil until worked out after a change.
 	finished map[string]bool
+	// leasesListedAt is when the last lease listing was sent (on the clock), for createLeases.
+	leasesListedAt time.Time
+	// childrenRead are finished shards whose listed children were all seen taken, and since
+	// when (on the clock): cleanFinished deletes their leases deleteFinishedAfter later.
+	childrenRead map[string]time.Time
 	// warnedDeletes: a finished shard's lease could not be deleted, and WARN said so once.
 	warnedDeletes bool
 	ended         map[string]bool   // without a group: shards read to their end
@@ -77,23 +82,24 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 	return &subscription{
 		cfg: cfg, logger: logger, stream: stream,
 		ctx: ctx, cancel: cancel,
-		out:      make(chan *message.Message),
-		exits:    make(chan readerExit),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		readied:  make(chan readyReport),
-		readers:  newReaderTable(),
-		shards:   map[string]types.Shard{},
-		learned:  map[string]types.Shard{},
-		leases:   map[string]lease.Lease{},
-		tracker:  lease.NewTracker(),
-		members:  lease.NewMemberTracker(),
-		asked:    map[string]handoffAsk{},
-		unlisted: map[string]time.Time{},
-		ended:    map[string]bool{},
-		skipped:  map[string]bool{},
-		progress: map[string]string{},
-		failures: map[string]int{},
+		out:          make(chan *message.Message),
+		exits:        make(chan readerExit),
+		quit:         make(chan struct{}),
+		done:         make(chan struct{}),
+		readied:      make(chan readyReport),
+		readers:      newReaderTable(),
+		shards:       map[string]types.Shard{},
+		learned:      map[string]types.Shard{},
+		leases:       map[string]lease.Lease{},
+		tracker:      lease.NewTracker(),
+		members:      lease.NewMemberTracker(),
+		asked:        map[string]handoffAsk{},
+		unlisted:     map[string]time.Time{},
+		childrenRead: map[string]time.Time{},
+		ended:        map[string]bool{},
+		skipped:      map[string]bool{},
+		progress:     map[string]string{},
+		failures:     map[string]int{},
 	}
 }
 
@@ -270,6 +276,11 @@ func (c *subscription) cleanFinished() {
 			delete(c.unlisted, id)
 		}
 	}
+	for id := range c.childrenRead {
+		if _, leased := c.leases[id]; !leased {
+			delete(c.childrenRead, id)
+		}
+	}
 	deletes := 0
 	for _, id := range sortedKeys(c.leases) {
 		if deletes == maxDeletesPerSync {
@@ -280,11 +291,21 @@ func (c *subscription) cleanFinished() {
 			continue
 		}
 		if _, listed := c.shards[id]; listed {
-			if c.childrenStarted(id) {
-				deletes++
-				if !c.deleteFinished(l, "shard finished and its children read") {
-					return
-				}
+			if !c.childrenStarted(id) {
+				delete(c.childrenRead, id)
+				continue
+			}
+			since, seen := c.childrenRead[id]
+			if !seen {
+				c.childrenRead[id] = now
+				continue
+			}
+			if now.Sub(since) < deleteFinishedAfter(c.cfg) {
+				continue
+			}
+			deletes++
+			if !c.deleteFinished(l, "shard finished and its children read") {
+				return
 			}
 			continue
 		}
@@ -293,7 +314,7 @@ func (c *subscription) cleanFinished() {
 			c.unlisted[id] = now
 			continue
 		}
-		if now.Sub(since) < c.cfg.ShardSyncInterval {
+		if now.Sub(since) < deleteFinishedAfter(c.cfg) {
 			continue
 		}
 		deletes++
@@ -301,6 +322,22 @@ func (c *subscription) cleanFinished() {
 			return
 		}
 	}
+}
+
+// leaseViewMaxAge is how old a listing of the leases createLeases may act on: a quarter of
+// ShardSyncInterval, but at least a call timeout.
+func leaseViewMaxAge(cfg SubscriberConfig) time.Duration {
+	return max(cfg.ShardSyncInterval/4, cfg.RequestTimeout)
+}
+
+// deleteFinishedAfter is how long a finished shard's lease must have been deletable, as this
+// worker saw it, before it deletes it: longer than the oldest listing another worker may act
+// on (sent up to a call timeout before it answered, leaseViewMaxAge old at most, and then a
+// Create that may take a call timeout to land), with as much again for clock rates and the
+// time the evidence took to reach this worker. Another worker that saw neither the lease nor
+// its children then cannot create the lease again after it is deleted.
+func deleteFinishedAfter(cfg SubscriberConfig) time.Duration {
+	return 2 * (leaseViewMaxAge(cfg) + 2*cfg.RequestTimeout)
 }
 
 // maxDeletesPerSync bounds the leases of finished shards one shard sync deletes, one call each,
@@ -414,8 +451,18 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 
 // createLeases creates the leases of the given known shards that have none yet. Another worker
 // creating one first is fine: the lease is the same.
+//
+// It decides from a listing of the leases no older than leaseViewMaxAge, listing again when
+// the loop has run longer: a lease missing from an old listing may have been created, read to
+// its end and deleted since, and creating it again would read the shard twice. Deletions wait
+// longer than that (deleteFinishedAfter).
 func (c *subscription) createLeases(ids []string) error {
 	for _, id := range ids {
+		if c.cfg.Clock.Now().Sub(c.leasesListedAt) > leaseViewMaxAge(c.cfg) {
+			if err := c.refreshLeases(); err != nil {
+				return err
+			}
+		}
 		if _, ok := c.leases[id]; ok || c.finishedWithoutLease(id) {
 			continue // a finished shard whose lease was deleted is not read again
 		}
@@ -435,6 +482,7 @@ func (c *subscription) createLeases(ids []string) error {
 }
 
 func (c *subscription) refreshLeases() error {
+	sent := c.cfg.Clock.Now() // the listing is as of some moment after this
 	ctx, cancel := c.callContext()
 	list, err := c.cfg.Group.LeaseStore.List(ctx, c.cfg.Group.Name, c.stream)
 	cancel()
@@ -443,6 +491,7 @@ func (c *subscription) refreshLeases() error {
 	}
 	now := c.cfg.Clock.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
+	c.leasesListedAt = sent
 	c.tracker.Observe(list, now)
 	c.invalidateFinished()
 	clear(c.leases)

@@ -279,6 +279,7 @@ func TestReshardFinishedLeaseDeletedOnceChildrenRead(t *testing.T) {
 	e.putRaw("k", []byte("parent"))
 	cfg := e.config(subGroup)
 	cfg.ShardSyncInterval = 20 * time.Millisecond
+	cfg.RequestTimeout = 50 * time.Millisecond // deletions wait 2 × (50 ms + 2 × 50 ms)
 	sub := e.subscriber(cfg)
 	ch := e.subscribe(sub, context.Background())
 	subWantPayloads(t, subRecvAck(t, ch, 1), "parent")

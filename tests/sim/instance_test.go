@@ -105,8 +105,11 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		Ordering:          ordering,
 		NackResendSleep:   nackResendSleep,
 		ShardSyncInterval: shardSyncInterval,
-		CloseTimeout:      closeTimeout,
-		Clock:             scaledClock{base: w.start, rate: rate},
+		// Short enough that finished shards' leases are deleted within a run (they wait
+		// 2 × (2 s + 2 × 2 s) = 12 s), so that the cleanup meets the faults too.
+		RequestTimeout: requestTimeout,
+		CloseTimeout:   closeTimeout,
+		Clock:          scaledClock{base: w.start, rate: rate},
 	}, w.logger(in))
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ const (
 	handoffTimeout     = leaseDuration
 	checkpointInterval = time.Second
 	pollInterval       = 200 * time.Millisecond
+	requestTimeout     = 2 * time.Second
 	minReadInterval    = 50 * time.Millisecond
 	nackResendSleep    = 100 * time.Millisecond
 	closeTimeout       = 10 * time.Second
