@@ -147,42 +147,46 @@ func TestFinishedWithoutLease(t *testing.T) {
 	}
 }
 
+// split lists a finished parent p (its lease at SHARD_END and released) split into c1, taken,
+// and c2, taken when c2Taken.
+func (w *cleanupWorld) split(c2Taken bool) {
+	w.shard("p", true)
+	w.shard("c1", false, "p")
+	w.shard("c2", false, "p")
+	w.lease("p", true, lease.ShardEnd, true)
+	w.lease("c1", true, "", false, "p")
+	w.lease("c2", c2Taken, "", false, "p")
+}
+
+// syncAfter moves the clock on by d and runs the lease listing and cleanFinished of a shard
+// sync.
+func (w *cleanupWorld) syncAfter(d time.Duration) {
+	w.clk.Advance(d)
+	w.refresh()
+	w.c.cleanFinished()
+}
+
 // cleanFinished deletes a released SHARD_END lease only once every listed child has been seen
 // taken, or the shard gone from the listing, for deleteFinishedAfter; never an owned one.
 func TestCleanFinished(t *testing.T) {
 	t.Run("children exist but one is not taken: kept", func(t *testing.T) {
 		w := newCleanupWorld(t)
-		w.shard("p", true)
-		w.shard("c1", false, "p")
-		w.shard("c2", false, "p")
-		w.lease("p", true, lease.ShardEnd, true)
-		w.lease("c1", true, "", false, "p")
-		w.lease("c2", false, "", false, "p")
-		w.refresh()
-		w.c.cleanFinished()
+		w.split(false)
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg))
 		if !w.stored("p") {
 			t.Fatal("deleted the parent's lease with a child not taken yet; the next listing would create it again")
 		}
 	})
-	t.Run("every child taken: deleted, and not created again", func(t *testing.T) {
+	t.Run("every child taken: deleted after the delay, and not created again", func(t *testing.T) {
 		w := newCleanupWorld(t)
-		w.shard("p", true)
-		w.shard("c1", false, "p")
-		w.shard("c2", false, "p")
-		w.lease("p", true, lease.ShardEnd, true)
-		w.lease("c1", true, "", false, "p")
-		w.lease("c2", true, "", false, "p")
-		w.refresh()
-		w.c.cleanFinished()
-		w.clk.Advance(deleteFinishedAfter(w.c.cfg) - time.Second)
-		w.refresh()
-		w.c.cleanFinished()
+		w.split(true)
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg) - time.Second)
 		if !w.stored("p") {
 			t.Fatalf("deleted before the children were seen read for %s: a worker acting on an older listing could create it again", deleteFinishedAfter(w.c.cfg))
 		}
-		w.clk.Advance(time.Second)
-		w.refresh()
-		w.c.cleanFinished()
+		w.syncAfter(time.Second)
 		if err := w.c.createLeases(sortedKeys(w.c.shards)); err != nil {
 			t.Fatal(err)
 		}
@@ -196,29 +200,24 @@ func TestCleanFinished(t *testing.T) {
 		w.shard("c1", false, "p")
 		w.lease("p", true, lease.ShardEnd, false)
 		w.lease("c1", true, "", false, "p")
-		w.refresh()
-		w.c.cleanFinished()
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg))
 		if !w.stored("p") {
 			t.Fatal("deleted a SHARD_END lease its owner has not released")
 		}
 	})
-	t.Run("gone from the listing: deleted after ShardSyncInterval", func(t *testing.T) {
+	t.Run("gone from the listing: deleted after the delay", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		w.shard("c1", false) // p aged out: listed no more, its children not taken
 		w.lease("p", true, lease.ShardEnd, true)
-		w.refresh()
-		w.c.cleanFinished()
-		w.clk.Advance(deleteFinishedAfter(w.c.cfg) - time.Second)
-		w.refresh()
-		w.c.cleanFinished()
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg) - time.Second)
 		if !w.stored("p") {
 			t.Fatal("deleted before the shard was gone for deleteFinishedAfter")
 		}
-		w.clk.Advance(time.Second)
-		w.refresh()
-		w.c.cleanFinished()
+		w.syncAfter(time.Second)
 		if w.stored("p") {
-			t.Fatal("the lease of a finished shard gone from the stream for ShardSyncInterval is still there")
+			t.Fatal("the lease of a finished shard gone from the stream for deleteFinishedAfter is still there")
 		}
 		if len(w.c.unlisted) != 0 {
 			t.Errorf("unlisted still holds %v", w.c.unlisted)
