@@ -100,7 +100,9 @@ func PlanShare(in ShareInput) SharePlan {
 }
 
 // workerSet is every worker that counts for the shares: self, the owners of live leases and
-// the live members.
+// the live members. A worker whose leases have all expired is counted out (unless it is a live
+// member), so its share goes to the rest; self is counted even before it owns anything, so that
+// a new worker claims its share instead of waiting to be noticed.
 func workerSet(open []Lease, self string, live func(Lease) bool, members []string) map[string]bool {
 	set := map[string]bool{self: true}
 	for _, l := range open {

@@ -13,19 +13,3 @@ func Target(leases, workers int) int {
 	workers = max(workers, 1)
 	return (leases + workers - 1) / workers
 }
-
-// Workers counts the workers sharing the leases: the distinct owners of owned leases that live
-// reports as alive, plus self. A worker whose leases have all expired is counted out, so its
-// share goes to the rest; self is counted even before it owns anything, so that a new worker
-// claims its share instead of waiting to be noticed, and only once when it already owns leases.
-// A nil live counts every owned lease as alive.
-func Workers(leases []Lease, self string, live func(Lease) bool) int {
-	owners := map[string]struct{}{self: {}}
-	for _, l := range leases {
-		if l.Free() || (live != nil && !live(l)) {
-			continue
-		}
-		owners[l.Owner] = struct{}{}
-	}
-	return len(owners)
-}

@@ -33,6 +33,7 @@ func TestTarget(t *testing.T) {
 	}
 }
 
+// TestWorkers: who PlanShare counts for the shares, without membership.
 func TestWorkers(t *testing.T) {
 	all := func(lease.Lease) bool { return true }
 	none := func(lease.Lease) bool { return false }
@@ -61,14 +62,14 @@ func TestWorkers(t *testing.T) {
 		{"nil live counts every owner", ls, "me", nil, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lease.Workers(tc.leases, tc.self, tc.live); got != tc.want {
+			if got := lease.PlanShare(lease.ShareInput{Self: tc.self, Leases: tc.leases, Live: tc.live}).Workers; got != tc.want {
 				t.Fatalf("Workers = %d, want %d", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestFairShare runs Workers and Target together as the coordinator does.
+// TestFairShare: the target PlanShare sets from the workers it counts.
 func TestFairShare(t *testing.T) {
 	ls := []lease.Lease{
 		owned("s0", "a", 1, 1), owned("s1", "a", 1, 1), owned("s2", "a", 1, 1),
@@ -76,11 +77,11 @@ func TestFairShare(t *testing.T) {
 	}
 	live := func(lease.Lease) bool { return true }
 	// A newcomer next to one worker holding four of five leases should aim for three.
-	if got := lease.Target(len(ls), lease.Workers(ls, "newcomer", live)); got != 3 {
+	if got := lease.PlanShare(lease.ShareInput{Self: "newcomer", Leases: ls, Live: live}).Target; got != 3 {
 		t.Fatalf("newcomer's target = %d, want 3", got)
 	}
 	// The holder itself, alone, aims for all five.
-	if got := lease.Target(len(ls), lease.Workers(ls, "a", live)); got != 5 {
+	if got := lease.PlanShare(lease.ShareInput{Self: "a", Leases: ls, Live: live}).Target; got != 5 {
 		t.Fatalf("sole worker's target = %d, want 5", got)
 	}
 }
