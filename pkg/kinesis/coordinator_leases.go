@@ -243,7 +243,7 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	c.logger.Info("Lease taken", fields)
 	m := c.metrics.forShard(c.stream, c.cfg.Group.Name, l.ShardID)
 	m.leaseAcquired(takeReasonCodes[why])
-	r := c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.cfg.InitialPosition}, &taken, takenAt)
+	r := c.startReader(l.ShardID, position{after: taken.Checkpoint, initial: c.startPosition(taken)}, &taken, takenAt)
 	if r == nil {
 		m.leasesHeld.Add(context.Background(), -1, m.add...) // no reader holds it: the lease expires
 	}
@@ -291,13 +291,36 @@ func (c *subscription) eligible(l lease.Lease) bool {
 	return c.parentsDone(l.Parents)
 }
 
-// skipLease: a closed shard that this group, starting at LATEST, never read. Its records all
-// came before any reader of the group could have started there, so LATEST skips them: it is
-// never taken and counts as finished for its children. Generation 0 means nobody ever took
-// the lease, so nothing of the shard was delivered; a shard the group did read is finished by
-// reading it to its end, as usual.
+// skipLease: a closed shard that this group, starting at LATEST, never read, and none of whose
+// parents it read. Its records all came before any reader of the group could have started
+// there, so LATEST skips them: it is never taken and counts as finished for its children.
+// Generation 0 means nobody ever took the lease, so nothing of the shard was delivered; a shard
+// the group did read is finished by reading it to its end, as usual. A shard that closed while
+// its parent was still being read holds records the group has not read yet: it is read.
 func (c *subscription) skipLease(l lease.Lease) bool {
-	return l.Checkpoint == "" && l.Generation == 0 && l.Owner == "" && c.skipClosed(l.ShardID)
+	return l.Checkpoint == "" && l.Generation == 0 && l.Owner == "" && !c.parentRead(l) && c.skipClosed(l.ShardID)
+}
+
+// parentRead: the group read a parent of the lease's shard (its lease was taken, or it is
+// finished and its lease deleted). Then the shard's records all follow what the group read,
+// whatever InitialPosition says: it is read from its start (startPosition).
+func (c *subscription) parentRead(l lease.Lease) bool {
+	for _, p := range l.Parents {
+		if pl, ok := c.leases[p]; ok && (pl.Generation > 0 || pl.Checkpoint != "") || !ok && c.finishedWithoutLease(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// startPosition is where a shard with no checkpoint is read from: InitialPosition, unless the
+// group read one of its parents. A child of a shard the group read at LATEST or AT_TIMESTAMP
+// started at LATEST would skip what was written to it before its reader came.
+func (c *subscription) startPosition(l lease.Lease) Position {
+	if c.cfg.InitialPosition.Type != TrimHorizon && c.parentRead(l) {
+		return Position{Type: TrimHorizon}
+	}
+	return c.cfg.InitialPosition
 }
 
 // skipClosed: the subscription starts at LATEST and the shard is closed (the listing shows an

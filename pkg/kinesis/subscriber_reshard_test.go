@@ -331,3 +331,27 @@ func TestReshardFinishedLeaseDeletedOnceChildrenRead(t *testing.T) {
 		t.Errorf("the restarted instance created the parent's lease again")
 	}
 }
+
+// A group that starts at LATEST loses nothing of the shards that follow one it read: a child
+// of a parent the group read starts at TRIM_HORIZON, not at LATEST when its reader comes (the
+// records written to it meanwhile would be skipped), and a child that closed while its parent
+// was still being read is read too, not skipped as a closed shard the group never read.
+func TestReshardLatestGroupReadsChildrenOfWhatItRead(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	cfg := e.config(subGroup)
+	cfg.InitialPosition = kinesis.Position{Type: kinesis.Latest}
+	cfg.ShardSyncInterval = 20 * time.Millisecond // the listing shows the children closed
+	ch := e.subscribe(e.subscriber(cfg), context.Background())
+	e.putRaw("k", []byte("parent"))
+	held := subRecv(t, ch) // the parent's record, in flight: its children cannot start yet
+	subWantPayloads(t, []*message.Message{held}, "parent")
+	low, high := e.subSplit(subShard(0))
+	e.putRaw("k", []byte("child")) // into a child, before its reader exists
+	// Both children close too, while the parent is still being read.
+	e.subSplit(low)
+	e.subSplit(high)
+	e.putRaw("k", []byte("grandchild"))
+	time.Sleep(10 * cfg.ShardSyncInterval) // real time for listings that show the children closed
+	held.Ack()
+	subWantPayloads(t, subRecvAck(t, ch, 2), "child", "grandchild")
+}
