@@ -219,8 +219,8 @@ func TestCleanFinished(t *testing.T) {
 		if w.stored("p") {
 			t.Fatal("the lease of a finished shard gone from the stream for deleteFinishedAfter is still there")
 		}
-		if len(w.c.unlisted) != 0 {
-			t.Errorf("unlisted still holds %v", w.c.unlisted)
+		if len(w.c.deletable) != 0 {
+			t.Errorf("deletable still holds %v", w.c.deletable)
 		}
 	})
 }

@@ -23,7 +23,7 @@ import (
 // Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
-// leases, tracker, members, member, asked, unlisted, finished, skipped, ended and progress;
+// leases, tracker, members, member, asked, deletable, finished, skipped, ended and progress;
 // nothing else touches them. Readers send
 // on out, exits and (through forwardReady) readied. The coordinator closes quit when it stops
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
@@ -56,16 +56,13 @@ type subscription struct {
 	// warnedMembers: a member record could not be removed, and WARN said so once.
 	warnedMembers bool
 	asked         map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
-	// unlisted are finished shards with a lease that the shard listing no longer shows, and
-	// since when (on the clock): cleanFinished deletes their leases once that has lasted.
-	unlisted map[string]time.Time
+	// deletable are finished shards whose lease nothing can need again, and since when (on
+	// the clock): cleanFinished deletes the lease once that has lasted deleteFinishedAfter.
+	deletable map[string]time.Time
 	// finished caches finishedWithoutLease; nil until worked out after a change.
 	finished map[string]bool
 	// leasesListedAt is when the last lease listing was sent (on the clock), for createLeases.
 	leasesListedAt time.Time
-	// childrenRead are finished shards whose listed children were all seen taken, and since
-	// when (on the clock): cleanFinished deletes their leases deleteFinishedAfter later.
-	childrenRead map[string]time.Time
 	// warnedDeletes: a finished shard's lease could not be deleted, and WARN said so once.
 	warnedDeletes bool
 	ended         map[string]bool   // without a group: shards read to their end
@@ -82,24 +79,23 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 	return &subscription{
 		cfg: cfg, logger: logger, stream: stream,
 		ctx: ctx, cancel: cancel,
-		out:          make(chan *message.Message),
-		exits:        make(chan readerExit),
-		quit:         make(chan struct{}),
-		done:         make(chan struct{}),
-		readied:      make(chan readyReport),
-		readers:      newReaderTable(),
-		shards:       map[string]types.Shard{},
-		learned:      map[string]types.Shard{},
-		leases:       map[string]lease.Lease{},
-		tracker:      lease.NewTracker(),
-		members:      lease.NewMemberTracker(),
-		asked:        map[string]handoffAsk{},
-		unlisted:     map[string]time.Time{},
-		childrenRead: map[string]time.Time{},
-		ended:        map[string]bool{},
-		skipped:      map[string]bool{},
-		progress:     map[string]string{},
-		failures:     map[string]int{},
+		out:       make(chan *message.Message),
+		exits:     make(chan readerExit),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		readied:   make(chan readyReport),
+		readers:   newReaderTable(),
+		shards:    map[string]types.Shard{},
+		learned:   map[string]types.Shard{},
+		leases:    map[string]lease.Lease{},
+		tracker:   lease.NewTracker(),
+		members:   lease.NewMemberTracker(),
+		asked:     map[string]handoffAsk{},
+		deletable: map[string]time.Time{},
+		ended:     map[string]bool{},
+		skipped:   map[string]bool{},
+		progress:  map[string]string{},
+		failures:  map[string]int{},
 	}
 }
 
@@ -262,66 +258,58 @@ func (c *subscription) forgetUnlisted() {
 	}
 }
 
-// cleanFinished deletes the leases of finished shards (SHARD_END, released) that have left the
-// stream: not listed for ShardSyncInterval, by two listings or more, so that a listing that
-// lags for a moment deletes nothing. No child waits on such a parent (one not listed counts as
-// finished), and no listing will create its lease again, so the lease table no longer keeps,
-// and every lease sync no longer reads, every shard a reshard ever closed. Deletion is
-// conditioned on the lease still being at SHARD_END as listed.
+// cleanFinished deletes the leases of finished shards (SHARD_END, released) once nothing can
+// need them again: every child the listing shows was taken (childrenStarted), or the shard has
+// left the stream. Either must have held for deleteFinishedAfter, as this worker saw it, so that
+// a worker acting on an older listing cannot create the lease again. No child waits on such a
+// parent (finishedWithoutLease, or not listed), so the lease table no longer keeps, and every
+// lease sync no longer reads, every shard a reshard ever closed. Deletion is conditioned on the
+// lease still being at SHARD_END as listed.
 func (c *subscription) cleanFinished() {
 	now := c.cfg.Clock.Now()
-	for id := range c.unlisted {
-		_, listed := c.shards[id]
-		if _, leased := c.leases[id]; listed || !leased { // listed again, or deleted by another worker
-			delete(c.unlisted, id)
-		}
-	}
-	for id := range c.childrenRead {
-		if _, leased := c.leases[id]; !leased {
-			delete(c.childrenRead, id)
-		}
-	}
 	deletes := 0
 	for _, id := range sortedKeys(c.leases) {
-		if deletes == maxDeletesPerSync {
-			return // the rest at the next shard sync: a backlog must not hold up the coordinator
-		}
 		l := c.leases[id]
-		if l.Checkpoint != lease.ShardEnd || !l.Free() {
+		why := c.deletableBecause(l)
+		if why == "" {
+			delete(c.deletable, id)
 			continue
 		}
-		if _, listed := c.shards[id]; listed {
-			if !c.childrenStarted(id) {
-				delete(c.childrenRead, id)
-				continue
-			}
-			since, seen := c.childrenRead[id]
-			if !seen {
-				c.childrenRead[id] = now
-				continue
-			}
-			if now.Sub(since) < deleteFinishedAfter(c.cfg) {
-				continue
-			}
-			deletes++
-			if !c.deleteFinished(l, "shard finished and its children read") {
-				return
-			}
-			continue
-		}
-		since, seen := c.unlisted[id]
+		since, seen := c.deletable[id]
 		if !seen {
-			c.unlisted[id] = now
+			c.deletable[id] = now
 			continue
 		}
 		if now.Sub(since) < deleteFinishedAfter(c.cfg) {
 			continue
 		}
+		if deletes == maxDeletesPerSync {
+			return // the rest at the next shard sync: a backlog must not hold up the coordinator
+		}
 		deletes++
-		if !c.deleteFinished(l, "shard finished and gone from the stream") {
+		if !c.deleteFinished(l, why) {
 			return
 		}
 	}
+	for id := range c.deletable {
+		if _, leased := c.leases[id]; !leased { // deleted by another worker
+			delete(c.deletable, id)
+		}
+	}
+}
+
+// deletableBecause says why a lease may be deleted now, or "" if it may not.
+func (c *subscription) deletableBecause(l lease.Lease) string {
+	if l.Checkpoint != lease.ShardEnd || !l.Free() {
+		return ""
+	}
+	if _, listed := c.shards[l.ShardID]; !listed {
+		return "shard finished and gone from the stream"
+	}
+	if c.childrenStarted(l.ShardID) {
+		return "shard finished and its children read"
+	}
+	return ""
 }
 
 // leaseViewMaxAge is how old a listing of the leases createLeases may act on: a quarter of
@@ -386,7 +374,7 @@ func (c *subscription) deleteFinished(l lease.Lease, why string) bool {
 		return false
 	}
 	delete(c.leases, l.ShardID)
-	delete(c.unlisted, l.ShardID)
+	delete(c.deletable, l.ShardID)
 	c.invalidateFinished()
 	c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))
 	return true
