@@ -25,28 +25,28 @@ func raiseIdleConns(t *http.Transport) {
 	t.MaxIdleConnsPerHost = maxIdleConnsPerHost
 }
 
-// kinesisPooled raises the idle connections of the HTTP client the SDK made for a Kinesis
-// client, for a config with no HTTPClient of its own (the SDK has resolved its default by the
-// time options run). It runs before the caller's KinesisOptions, which may replace it.
-func kinesisPooled(cfg aws.Config) []func(*awskinesis.Options) {
+// pooled is the option that raises the idle connections of the HTTP client the SDK made for a
+// client of one service (client says where its options keep it), for a config with no
+// HTTPClient of its own: the SDK has resolved its default by the time options run. It runs
+// before the caller's options, which may replace it.
+func pooled[O, C any](cfg aws.Config, client func(*O) *C) []func(*O) {
 	if cfg.HTTPClient != nil {
 		return nil
 	}
-	return []func(*awskinesis.Options){func(o *awskinesis.Options) {
-		if b, ok := o.HTTPClient.(*awshttp.BuildableClient); ok {
-			o.HTTPClient = b.WithTransportOptions(raiseIdleConns)
+	return []func(*O){func(o *O) {
+		c := client(o)
+		if b, ok := any(*c).(*awshttp.BuildableClient); ok {
+			*c = any(b.WithTransportOptions(raiseIdleConns)).(C)
 		}
 	}}
 }
 
-// dynamoDBPooled is kinesisPooled for the lease table's DynamoDB client.
+// kinesisPooled is pooled for the Kinesis client.
+func kinesisPooled(cfg aws.Config) []func(*awskinesis.Options) {
+	return pooled(cfg, func(o *awskinesis.Options) *awskinesis.HTTPClient { return &o.HTTPClient })
+}
+
+// dynamoDBPooled is pooled for the lease table's DynamoDB client.
 func dynamoDBPooled(cfg aws.Config) []func(*dynamodb.Options) {
-	if cfg.HTTPClient != nil {
-		return nil
-	}
-	return []func(*dynamodb.Options){func(o *dynamodb.Options) {
-		if b, ok := o.HTTPClient.(*awshttp.BuildableClient); ok {
-			o.HTTPClient = b.WithTransportOptions(raiseIdleConns)
-		}
-	}}
+	return pooled(cfg, func(o *dynamodb.Options) *dynamodb.HTTPClient { return &o.HTTPClient })
 }
