@@ -16,7 +16,7 @@ import (
 // to its target, and, with nothing free, asks the workers above their share for all it lacks
 // at once. A lease asked for that is not handed over within HandoffTimeout it takes itself.
 func (c *subscription) takeLeases() ([]*shardReader, error) {
-	c.syncMembers()
+	members := c.syncMembers()
 	if err := c.refreshLeases(); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		Leases:   list,
 		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) },
 		Eligible: c.eligible,
-		Members:  c.members.Live(now, memberFresh(c.cfg)),
+		Members:  members,
 	})
 	var started []*shardReader
 	for _, l := range list {
@@ -95,8 +95,9 @@ const staleMembersAfter = 6
 // the shares of the lease sync that follows. Membership only sizes the shares; it never decides
 // who may read a shard, so a failure here is logged and the lease sync goes on with what the
 // last read showed. The first live member in name order removes the records of members long
-// gone, so that the table does not keep every worker that ever crashed.
-func (c *subscription) syncMembers() {
+// gone, so that the table does not keep every worker that ever crashed. It returns the live
+// members, for the shares.
+func (c *subscription) syncMembers() []string {
 	ctx, cancel := c.callContext()
 	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
 	cancel()
@@ -104,7 +105,7 @@ func (c *subscription) syncMembers() {
 		// The lease sync that follows meets the same store, and says so if it fails too; a
 		// store that hangs holds up the coordinator for one call timeout here, not two.
 		c.logger.Debug("Member heartbeat failed", c.logFields().Add(watermill.LogFields{"err": err}))
-		return
+		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
 	}
 	c.member = m
 	ctx, cancel = c.callContext()
@@ -112,18 +113,20 @@ func (c *subscription) syncMembers() {
 	cancel()
 	if err != nil {
 		c.logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
-		return
+		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
 	}
 	now := c.cfg.Clock.Now()
 	c.members.Observe(members, now)
-	if live := c.members.Live(now, memberFresh(c.cfg)); len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
-		return
+	live := c.members.Live(now, memberFresh(c.cfg))
+	if len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
+		return live
 	}
 	// One record per sync: a backlog of them (DeleteItem denied for a while) must not hold
 	// up the coordinator.
 	if stale := c.members.Stale(c.cfg.Group.Name, c.stream, now, staleMembersAfter*c.cfg.Group.LeaseDuration); len(stale) > 0 {
 		c.removeMember(stale[0], "Removed the member record of a member long gone")
 	}
+	return live
 }
 
 // memberFresh is how recently a member's heartbeat must have been seen to move for it to
@@ -169,10 +172,12 @@ func (c *subscription) leave() {
 	defer cancel()
 	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, c.member)
 	if errors.Is(err, lease.ErrMemberChanged) {
-		members, lerr := c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream)
-		for _, m := range members {
-			if lerr == nil && m.Worker == c.cfg.Group.WorkerID {
-				err = c.cfg.Group.LeaseStore.RemoveMember(ctx, m)
+		var members []lease.Member
+		if members, err = c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream); err == nil {
+			for _, m := range members {
+				if m.Worker == c.cfg.Group.WorkerID {
+					err = c.cfg.Group.LeaseStore.RemoveMember(ctx, m)
+				}
 			}
 		}
 	}
