@@ -140,7 +140,7 @@ func memberFresh(cfg SubscriberConfig) time.Duration {
 // removeMember removes a member record. A failure that is not a condition failure (DeleteItem
 // not allowed, say) is logged at WARN once per subscription: records then stay until they go
 // stale, which only makes shares uneven for a few lease syncs, but the table keeps them.
-func (c *subscription) removeMember(m lease.Member, done string) error {
+func (c *subscription) removeMember(m lease.Member, done string) {
 	ctx, cancel := c.callContext()
 	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, m)
 	cancel()
@@ -155,7 +155,6 @@ func (c *subscription) removeMember(m lease.Member, done string) error {
 	default:
 		c.logger.Debug("Removing a member record failed", c.logFields().Add(watermill.LogFields{"member": m.Worker, "err": err}))
 	}
-	return err
 }
 
 // leave removes this subscription's member record as it closes, while its readers release

@@ -269,7 +269,11 @@ func TestSubscriber_SubscribeContextDeadlineIsAStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
+			defer func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close after the Subscribe context's deadline: %v", err)
+				}
+			}()
 			e.publish(subMsgs(0, 4)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()

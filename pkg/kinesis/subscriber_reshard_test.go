@@ -341,6 +341,7 @@ func TestReshardLatestGroupReadsChildrenOfWhatItRead(t *testing.T) {
 	cfg := e.config(subGroup)
 	cfg.InitialPosition = kinesis.Position{Type: kinesis.Latest}
 	cfg.ShardSyncInterval = 20 * time.Millisecond // the listing shows the children closed
+	lists := subListCalls(e)
 	ch := e.subscribe(e.subscriber(cfg), context.Background())
 	e.putRaw("k", []byte("parent"))
 	held := subRecv(t, ch) // the parent's record, in flight: its children cannot start yet
@@ -351,7 +352,15 @@ func TestReshardLatestGroupReadsChildrenOfWhatItRead(t *testing.T) {
 	e.subSplit(low)
 	e.subSplit(high)
 	e.putRaw("k", []byte("grandchild"))
-	time.Sleep(10 * cfg.ShardSyncInterval) // real time for listings that show the children closed
+	// Two shard listings after the splits: the coordinator has seen the children closed.
+	since := lists.Load()
+	deadline := time.Now().Add(subWait)
+	for lists.Load() < since+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shard listing within %s", subWait)
+		}
+		time.Sleep(5 * time.Millisecond) // polling memlog's call count: the coordinator sends no signal
+	}
 	held.Ack()
 	subWantPayloads(t, subRecvAck(t, ch, 2), "child", "grandchild")
 }
