@@ -392,21 +392,37 @@ func (c *subscription) indexFinished() {
 			parents[cid] = append(parents[cid], parentsOf(s)...)
 		}
 	}
-	c.finished = map[string]bool{}
+	var taken []string
+	for cid, l := range c.leases {
+		if l.Generation > 0 || l.Checkpoint != "" {
+			taken = append(taken, cid)
+		}
+	}
+	c.finished = finishedAncestors(taken, func(id string) []string { return parents[id] }, func(id string) bool {
+		_, leased := c.leases[id]
+		return !leased
+	})
+}
+
+// finishedAncestors walks up from the shards whose leases were taken through the ancestors
+// that have no lease (unleased), and returns those: a shard is taken only once all its parents
+// are finished, so such an ancestor is finished, and its lease was deleted after that. Each is
+// visited once, however often split and merge made paths to it.
+func finishedAncestors(taken []string, parents func(string) []string, unleased func(string) bool) map[string]bool {
+	finished := map[string]bool{}
 	var mark func(id string)
-	mark = func(id string) { // id is finished: so are its parents without a lease
-		for _, p := range parents[id] {
-			if _, leased := c.leases[p]; !leased && !c.finished[p] {
-				c.finished[p] = true
+	mark = func(id string) {
+		for _, p := range parents(id) {
+			if unleased(p) && !finished[p] {
+				finished[p] = true
 				mark(p)
 			}
 		}
 	}
-	for cid, l := range c.leases {
-		if l.Generation > 0 || l.Checkpoint != "" {
-			mark(cid)
-		}
+	for _, id := range taken {
+		mark(id)
 	}
+	return finished
 }
 
 // invalidateFinished drops the answers of finishedWithoutLease.

@@ -320,21 +320,19 @@ func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLeas
 			s.Parents = append([]string{}, l.Parents...)
 		}
 	}
-	// Closed shards whose lease was deleted after their children were read: finished. Walk up
-	// from every taken child through the ancestors without a lease, marking each once.
-	var mark func(s *ShardLease)
-	mark = func(s *ShardLease) {
-		for _, p := range s.Parents {
-			if ps, ok := byID[p]; ok && !ps.HasLease && ps.State == ShardClosed && !ps.Finished {
-				ps.Finished = true
-				mark(ps)
-			}
+	// Closed shards whose lease was deleted after their children were read: finished.
+	var taken []string
+	for id, s := range byID {
+		if s.HasLease && (s.Generation > 0 || s.Checkpoint != "") {
+			taken = append(taken, id)
 		}
 	}
-	for _, s := range byID {
-		if s.HasLease && (s.Generation > 0 || s.Checkpoint != "") {
-			mark(s)
-		}
+	finished := finishedAncestors(taken, func(id string) []string { return byID[id].Parents }, func(id string) bool {
+		s, ok := byID[id]
+		return ok && !s.HasLease && s.State == ShardClosed
+	})
+	for id := range finished {
+		byID[id].Finished = true
 	}
 	out := make([]ShardLease, 0, len(byID))
 	for _, s := range byID {
