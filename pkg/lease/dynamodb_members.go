@@ -26,6 +26,17 @@ func memberPartitionKey(group, stream string) string {
 	return memberPKPrefix + partitionKey(group, stream)
 }
 
+// memberToItem is the member record of m as Heartbeat leaves it: the key, the group, the stream
+// and the counter. Heartbeat writes it with an update expression; TestDynamoDBMemberItem checks
+// that what it stores is this item.
+func memberToItem(m Member) map[string]types.AttributeValue {
+	item := memberKeyItem(m)
+	item[attrGroup] = &types.AttributeValueMemberS{Value: m.Group}
+	item[attrStream] = &types.AttributeValueMemberS{Value: m.Stream}
+	item[attrCounter] = numberValue(m.Counter)
+	return item
+}
+
 func memberKeyItem(m Member) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		attrPK:      &types.AttributeValueMemberS{Value: memberPartitionKey(m.Group, m.Stream)},
