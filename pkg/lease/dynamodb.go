@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,17 +107,24 @@ func (c DynamoDBConfig) Validate() error {
 // DynamoDBStore is a Store kept in a DynamoDB table. It applies the same conditions as
 // MemoryStore, each write as one conditional PutItem or UpdateItem, and passes the same
 // conformance suite (package leasetest). Reads (List, and the read that tells the cause of a
-// failed Take, RequestHandoff or Handoff) are strongly consistent. It keeps no state besides its configuration and is safe for
-// concurrent use.
+// failed Take, RequestHandoff or Handoff) are strongly consistent. It is safe for concurrent
+// use; besides its configuration it only remembers, per (group, stream), what it found of the
+// old layout (see below), so that it reads the old partition once, not at every call.
 //
 // # Table layout
 //
-// One item per lease. The leases of one consumer group on one stream share a partition, so List
-// is one Query (paged) of one partition, ordered by the sort key.
+// One item per lease. The leases of one consumer group on one stream are spread over
+// DynamoDBLeaseBuckets (16) partitions, by a hash of the shard id (DynamoDBPartitionKey), so
+// that no partition key takes more than about a sixteenth of the group's renewals and
+// checkpoints: at 4,000 shards, about 100 writes a second each, where DynamoDB serves 1,000 per
+// partition key. List reads the 16 partitions (strongly consistent Queries, paged, a few at a
+// time) and merges them by shard id.
 //
 //	attribute      type  contents
-//	pk             S     partition key: stream name + "|" + consumer group, e.g. "orders|billing"
-//	                     (stream names cannot contain '|', so the first '|' ends the stream)
+//	pk             S     partition key: stream name + "|" + consumer group + "|" + bucket, the
+//	                     bucket being two digits 00-15 (FNV-1a 32 of the shard id, mod 16), e.g.
+//	                     "orders|billing|07" (stream names cannot contain '|', so the first '|'
+//	                     ends the stream, and the last three bytes are always the bucket)
 //	shard_id       S     sort key: the shard id, e.g. "shardId-000000000003"
 //	group          S     the consumer group
 //	stream         S     the stream name
@@ -131,19 +139,52 @@ func (c DynamoDBConfig) Validate() error {
 //
 // A table can be created by hand (any capacity mode) with partition key "pk" (string) and sort
 // key "shard_id" (string); NewDynamoDBStore checks that key schema. Lease items are never
-// deleted by the store, but for DeleteFinished.
+// deleted by the store, but for DeleteFinished. DynamoDBItemSize gives an item's size, for
+// capacity planning.
+//
+// # The old layout, its marker, and migration
+//
+// Earlier versions kept all of a group's leases in one partition, "stream|group". A store's
+// first List of a (group, stream) reads that partition (one small strongly consistent Query),
+// and so does its first write (of a lease, or a Heartbeat):
+//
+//   - if it holds leases, the group was run by an earlier version and has not been migrated:
+//     List and every write fail with ErrOldLeaseLayout, whose message says what to do (stop
+//     every instance of the group and run MigrateDynamoDBLayout, or delete those items).
+//     Nothing is written. The store reads the partition again at its next call, so a migration
+//     lets it go on without a restart.
+//   - if it is empty, the first write puts a marker item into it (one conditional PutItem):
+//     shard_id "#layout: leases moved to 16 partitions (stream|group|NN); upgrade this worker",
+//     layout "buckets-16", and none of a lease's other attributes. An earlier version that
+//     starts on the group later fails to list its partition, with that shard id in its error,
+//     rather than creating leases of its own beside these (every shard would be read twice).
+//     List does not write the marker: it may run with read-only credentials (kinesis-leases),
+//     and the marker is in place before the store writes anything else.
+//
+// The marker is never deleted, and List never returns it. Member records written by this
+// version carry layout "buckets-16" too, and Members leaves out those without it, so that an
+// earlier version's worker, which heartbeats but cannot take a lease, is not counted for the
+// shares (the others would leave its share unread).
+//
+// Group names may contain '|', so the old partition of a group "g|07" is partition 07 of group
+// "g". The store tells the items apart by their attributes: g's leases there are not old leases
+// of "g|07", and "g|07"'s marker is not one of g's leases. Old leases of "g|07" there would share
+// keys with g's, so g's List fails with ErrOldLeaseLayout, naming "g|07", until it is migrated.
 //
 // # Member records
 //
 // Each worker of a group heartbeats a member record (see Member) in a partition of its own,
-// "#" + stream + "|" + group, with the worker as the sort key, the group and stream, and a
-// counter. A stream name never starts with '#', so List never reads them. RemoveMember deletes
-// one.
+// "#" + stream + "|" + group (DynamoDBMemberPartitionKey), with the worker as the sort key, the
+// group and stream, a counter and the layout. A stream name never starts with '#', so List
+// never reads them. RemoveMember deletes one.
 type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string
 	// queryLimit, when positive, caps the items per Query page (tests use it to force paging).
 	queryLimit int32
+	// layouts records what the store found of the old layout per (group, stream); see
+	// listable and writable.
+	layouts layoutCache
 }
 
 var _ Store = (*DynamoDBStore)(nil)
@@ -346,11 +387,14 @@ func (s *DynamoDBStore) malformedErr(op string, key Key, err error) error {
 	return fmt.Errorf("lease %s of %s: DynamoDB table %q holds a malformed item: %w", op, key, s.table, err)
 }
 
+// partitionKey is stream + "|" + group: the partition of all of a group's leases in the old
+// layout, and the start of every partition key of the current one.
 func partitionKey(group, stream string) string { return stream + pkSeparator + group }
 
+// keyItem is the key of the lease's item, in its bucket's partition.
 func keyItem(key Key) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		attrPK:      &types.AttributeValueMemberS{Value: partitionKey(key.Group, key.Stream)},
+		attrPK:      &types.AttributeValueMemberS{Value: DynamoDBPartitionKey(key)},
 		attrShardID: &types.AttributeValueMemberS{Value: key.ShardID},
 	}
 }
@@ -364,6 +408,9 @@ func isConditionFailed(err error) bool {
 func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	key := l.Key()
 	if err := s.before(ctx, OpCreate, key, true); err != nil {
+		return Lease{}, err
+	}
+	if err := s.writable(ctx, OpCreate, key); err != nil {
 		return Lease{}, err
 	}
 	stored := l.Clone()
@@ -384,37 +431,122 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	return stored.Clone(), nil
 }
 
-// List implements Store: a strongly consistent Query of the (stream, group) partition, read
-// page by page.
+// List implements Store: strongly consistent Queries of the group's DynamoDBLeaseBuckets
+// partitions, listParallelism at a time, each read page by page, merged by shard id. The first
+// List of a (group, stream) reads the old layout's partition first (see DynamoDBStore).
 func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease, error) {
 	key := Key{Group: group, Stream: stream}
 	if err := s.before(ctx, OpList, key, false); err != nil {
 		return nil, err
 	}
-	out := []Lease{}
-	err := s.queryPartition(ctx, OpList, key, partitionKey(group, stream), func(item map[string]types.AttributeValue) error {
-		l, err := leaseFromItem(item)
-		if err == nil && (l.Group != group || l.Stream != stream) {
-			err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
-				l.Group, l.Stream, group, stream)
-		}
-		if err != nil {
-			k := key
-			if sv, ok := item[attrShardID].(*types.AttributeValueMemberS); ok {
-				k.ShardID = sv.Value
-			}
-			return s.malformedErr(OpList, k, err)
-		}
-		out = append(out, l)
-		return nil
-	})
+	if err := s.listable(ctx, OpList, key); err != nil {
+		return nil, err
+	}
+	out, err := s.listBuckets(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	// DynamoDB returns a partition in sort key order (by UTF-8 bytes, as Go compares strings);
-	// sorting again costs little and does not depend on that.
+	// Each partition comes in sort key order (by UTF-8 bytes, as Go compares strings), but the
+	// buckets interleave.
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ShardID < out[j].ShardID })
 	return out, nil
+}
+
+// listParallelism bounds the Queries one List has out at once: the 16 partitions take two
+// round trips, and a List does not hold more of a client's connections than a few readers do.
+const listParallelism = 8
+
+// listBuckets reads every bucket of the group and returns their leases, unordered. The first
+// failure cancels the Queries still out and is the answer.
+func (s *DynamoDBStore) listBuckets(ctx context.Context, key Key) ([]Lease, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		parts    [DynamoDBLeaseBuckets][]Lease
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		slots    = make(chan struct{}, listParallelism)
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err })
+		cancel()
+	}
+	for b := range DynamoDBLeaseBuckets {
+		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				// Another bucket failed (its error comes first) or the caller gave up.
+				fail(s.callErr(OpList, key, context.Cause(ctx)))
+				return
+			}
+			defer func() { <-slots }()
+			var err error
+			if parts[b], err = s.listBucket(ctx, key, b); err != nil {
+				fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := []Lease{}
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// listBucket reads one bucket's partition. Besides the group's leases it may hold, when a group
+// name contains '|', items of another group whose old-layout partition key is this bucket's:
+// that group's layout marker, skipped, or its leases in the old layout, which stop the List
+// (see listedItem).
+func (s *DynamoDBStore) listBucket(ctx context.Context, key Key, bucket int) ([]Lease, error) {
+	pk := bucketPartitionKey(key.Group, key.Stream, bucket)
+	var out []Lease
+	err := s.queryPartition(ctx, OpList, key, pk, s.queryLimit, func(item map[string]types.AttributeValue) error {
+		l, keep, err := s.listedItem(key, item)
+		if keep {
+			out = append(out, l)
+		}
+		return err
+	})
+	return out, err
+}
+
+// listedItem sorts one item of a bucket of key's group: a lease of the group (kept), another
+// group's layout marker (skipped), another group's lease in the old layout (ErrOldLeaseLayout,
+// naming that group: its leases and this group's would share items), or a malformed item.
+func (s *DynamoDBStore) listedItem(key Key, item map[string]types.AttributeValue) (Lease, bool, error) {
+	if isLayoutMarker(item) {
+		return Lease{}, false, nil
+	}
+	l, err := leaseFromItem(item)
+	if err == nil && (l.Group != key.Group || l.Stream != key.Stream) {
+		err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
+			l.Group, l.Stream, key.Group, key.Stream)
+	}
+	if err == nil {
+		return l, true, nil
+	}
+	k := key
+	k.ShardID = itemShardID(item)
+	if old, oerr := oldLeaseFromItem(item); oerr == nil {
+		return Lease{}, false, fmt.Errorf("lease %s of %s: %w", OpList, k, s.oldLayoutErr(old.Key(),
+			fmt.Sprintf(", which is also the key of a partition of group %q", key.Group)))
+	}
+	return Lease{}, false, s.malformedErr(OpList, k, err)
+}
+
+// itemShardID is the item's sort key, or "" if it has none, for error messages.
+func itemShardID(item map[string]types.AttributeValue) string {
+	sv, _ := item[attrShardID].(*types.AttributeValueMemberS)
+	if sv == nil {
+		return ""
+	}
+	return sv.Value
 }
 
 // Take implements Store: one UpdateItem conditioned on the observed owner, generation and
@@ -545,9 +677,12 @@ func (s *DynamoDBStore) Release(ctx context.Context, held Lease) (Lease, error) 
 		map[string]types.AttributeValue{":one": numberValue(1)})
 }
 
-// queryPartition reads every item of one partition with strongly consistent Query pages and
-// passes each to each, which may stop the read with an error.
-func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, pk string, each func(map[string]types.AttributeValue) error) error {
+// queryPartition reads every item of one partition with strongly consistent Query pages of at
+// most limit items (no limit if it is not positive) and passes each to each, which may stop the
+// read with an error.
+func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, pk string, limit int32,
+	each func(map[string]types.AttributeValue) error,
+) error {
 	in := &dynamodb.QueryInput{
 		TableName:                aws.String(s.table),
 		ConsistentRead:           aws.Bool(true),
@@ -557,8 +692,8 @@ func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, 
 			":pk": &types.AttributeValueMemberS{Value: pk},
 		},
 	}
-	if s.queryLimit > 0 {
-		in.Limit = aws.Int32(s.queryLimit)
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
 	}
 	for {
 		page, err := s.client.Query(ctx, in)
@@ -585,6 +720,9 @@ func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, 
 func (s *DynamoDBStore) update(ctx context.Context, op string, key Key, set, cond string,
 	names map[string]string, values map[string]types.AttributeValue,
 ) (l Lease, failed bool, err error) {
+	if err := s.writable(ctx, op, key); err != nil {
+		return Lease{}, false, err
+	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyItem(key),
@@ -646,9 +784,21 @@ func leaseToItem(l Lease) map[string]types.AttributeValue {
 
 // leaseFromItem reads a lease from an item. It never panics: an item that is not a lease as
 // leaseToItem writes it (an attribute missing, of the wrong type, a number that is not an
-// int64, a partition key that does not match group and stream) is an error that says what is
-// wrong.
+// int64, a partition key that is not DynamoDBPartitionKey of its group, stream and shard) is an
+// error that says what is wrong.
 func leaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
+	return parseLeaseItem(item, DynamoDBPartitionKey)
+}
+
+// oldLeaseFromItem reads a lease item of the old layout: as leaseFromItem, but its partition key
+// must be stream|group. It is how earlier versions read every item of their partition, so what
+// it refuses (the layout marker, say) an earlier version refuses too.
+func oldLeaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
+	return parseLeaseItem(item, func(k Key) string { return partitionKey(k.Group, k.Stream) })
+}
+
+// parseLeaseItem reads a lease from an item whose partition key must be wantPK of its key.
+func parseLeaseItem(item map[string]types.AttributeValue, wantPK func(Key) string) (Lease, error) {
 	if len(item) == 0 {
 		return Lease{}, errors.New("the item is empty")
 	}
@@ -716,8 +866,11 @@ func leaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
 			}
 		}
 	}
-	if pk != "" && l.Group != "" && l.Stream != "" && pk != partitionKey(l.Group, l.Stream) {
-		errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q and group %q", attrPK, pk, l.Stream, l.Group))
+	if pk != "" && l.Group != "" && l.Stream != "" {
+		if want := wantPK(l.Key()); pk != want {
+			errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q, group %q and shard %q (want %q)",
+				attrPK, pk, l.Stream, l.Group, l.ShardID, want))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Lease{}, err

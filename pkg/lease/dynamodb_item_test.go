@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"strings"
@@ -25,8 +26,8 @@ func TestLeaseItemRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, l) {
 			t.Fatalf("round trip:\n got  %+v\n want %+v", got, l)
 		}
-		if pk := item[attrPK].(*types.AttributeValueMemberS).Value; pk != l.Stream+"|"+l.Group {
-			t.Fatalf("pk = %q, want stream|group", pk)
+		if pk, want := item[attrPK].(*types.AttributeValueMemberS).Value, l.Stream+"|"+l.Group+fmt.Sprintf("|%02d", leaseBucket(l.ShardID)); pk != want {
+			t.Fatalf("pk = %q, want stream|group|bucket, %q", pk, want)
 		}
 	}
 }

@@ -18,22 +18,25 @@ import (
 // nothing of members).
 const memberPKPrefix = "#"
 
-// MemberKeyOverhead is how many bytes a member record's partition key adds to the lease
-// partition key (stream + "|" + group), which bounds the length of a group name.
-const MemberKeyOverhead = len(memberPKPrefix)
+// MemberKeyOverhead is how many bytes the longest partition key the store writes adds to
+// stream + "|" + group, which bounds the length of a group name: 3, the "|NN" of a lease's
+// bucket (DynamoDBPartitionKey), more than the "#" that starts a member record's. (The name is
+// older than the buckets; it is kept for the callers that bound group names with it.)
+const MemberKeyOverhead = max(len(memberPKPrefix), bucketSuffixLen)
 
 func memberPartitionKey(group, stream string) string {
 	return memberPKPrefix + partitionKey(group, stream)
 }
 
-// memberToItem is the member record of m as Heartbeat leaves it: the key, the group, the stream
-// and the counter. Heartbeat writes it with an update expression; TestDynamoDBMemberItem checks
-// that what it stores is this item.
+// memberToItem is the member record of m as Heartbeat leaves it: the key, the group, the
+// stream, the counter and the layout. Heartbeat writes it with an update expression;
+// TestDynamoDBStoreItemSizes checks that what it stores is this item.
 func memberToItem(m Member) map[string]types.AttributeValue {
 	item := memberKeyItem(m)
 	item[attrGroup] = &types.AttributeValueMemberS{Value: m.Group}
 	item[attrStream] = &types.AttributeValueMemberS{Value: m.Stream}
 	item[attrCounter] = numberValue(m.Counter)
+	item[attrLayout] = &types.AttributeValueMemberS{Value: layoutName}
 	return item
 }
 
@@ -53,20 +56,27 @@ func (s *DynamoDBStore) beforeMember(ctx context.Context, op string, m Member) e
 }
 
 // Heartbeat implements Store: one UpdateItem that adds 1 to the member's counter (creating
-// the record with counter 1).
+// the record with counter 1) and marks the record as one of this layout. Like a lease write it
+// is refused while the group has leases in the old layout (ErrOldLeaseLayout): a worker that
+// cannot take a lease must not be counted for the shares, by this version or an earlier one.
 func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker string) (Member, error) {
 	m := Member{Group: group, Stream: stream, Worker: worker}
 	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}
+	if err := s.writable(ctx, OpHeartbeat, m.Key()); err != nil {
+		return Member{}, err
+	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      memberKeyItem(m),
-		UpdateExpression:         aws.String("SET #g = :g, #s = :s ADD #c :one"),
-		ExpressionAttributeNames: map[string]string{"#g": attrGroup, "#s": attrStream, "#c": attrCounter},
+		TableName:        aws.String(s.table),
+		Key:              memberKeyItem(m),
+		UpdateExpression: aws.String("SET #g = :g, #s = :s, #l = :l ADD #c :one"),
+		ExpressionAttributeNames: map[string]string{
+			"#g": attrGroup, "#s": attrStream, "#c": attrCounter, "#l": attrLayout,
+		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":g": &types.AttributeValueMemberS{Value: group}, ":s": &types.AttributeValueMemberS{Value: stream},
-			":one": numberValue(1),
+			":l": &types.AttributeValueMemberS{Value: layoutName}, ":one": numberValue(1),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -86,14 +96,20 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker str
 	return got, nil
 }
 
-// Members implements Store: a strongly consistent Query of the group's member partition.
+// Members implements Store: a strongly consistent Query of the group's member partition. The
+// records of workers of earlier versions (without the layout attribute) are left out: such a
+// worker fails to list the group's leases once the layout marker is there, so it takes no
+// share, and counting it would leave its share unread.
 func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
 	key := Key{Group: group, Stream: stream}
 	if err := s.before(ctx, OpMembers, key, false); err != nil {
 		return nil, err
 	}
 	out := []Member{}
-	err := s.queryPartition(ctx, OpMembers, key, memberPartitionKey(group, stream), func(item map[string]types.AttributeValue) error {
+	err := s.queryPartition(ctx, OpMembers, key, memberPartitionKey(group, stream), s.queryLimit, func(item map[string]types.AttributeValue) error {
+		if !ofThisLayout(item) {
+			return nil
+		}
 		m, err := memberFromItem(item)
 		if err == nil && (m.Group != group || m.Stream != stream) {
 			err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
@@ -140,6 +156,9 @@ func (s *DynamoDBStore) RemoveMember(ctx context.Context, observed Member) error
 func (s *DynamoDBStore) DeleteFinished(ctx context.Context, observed Lease) error {
 	key := observed.Key()
 	if err := s.before(ctx, OpDeleteFinished, key, true); err != nil {
+		return err
+	}
+	if err := s.writable(ctx, OpDeleteFinished, key); err != nil {
 		return err
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{

@@ -134,10 +134,15 @@ func TestDynamoDBStoreCreatesTable(t *testing.T) {
 	if _, err := s.Take(t.Context(), l, "worker-a"); err != nil {
 		t.Fatal(err)
 	}
+	// FNV-1a 32 of "shardId-000000000001" is 1653134990, bucket 1653134990 % 16 = 14.
+	const pk = "orders|billing|14"
+	if got := lease.DynamoDBPartitionKey(l.Key()); got != pk {
+		t.Fatalf("DynamoDBPartitionKey = %q, want %q", got, pk)
+	}
 	got, err := c.GetItem(t.Context(), &dynamodb.GetItemInput{
 		TableName: aws.String(table),
 		Key: map[string]types.AttributeValue{
-			"pk":       &types.AttributeValueMemberS{Value: "orders|billing"},
+			"pk":       &types.AttributeValueMemberS{Value: pk},
 			"shard_id": &types.AttributeValueMemberS{Value: "shardId-000000000001"},
 		},
 		ConsistentRead: aws.Bool(true),
@@ -146,7 +151,7 @@ func TestDynamoDBStoreCreatesTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"pk": "S:orders|billing", "shard_id": "S:shardId-000000000001", "group": "S:billing",
+		"pk": "S:" + pk, "shard_id": "S:shardId-000000000001", "group": "S:billing",
 		"stream": "S:orders", "owner": "S:worker-a", "generation": "N:1", "counter": "N:2",
 		"parents": "L:[shardId-000000000000]",
 	}
@@ -363,13 +368,34 @@ func (c *countingClient) CreateTable(ctx context.Context, in *dynamodb.CreateTab
 	return c.inner.CreateTable(ctx, in, o...)
 }
 
+// sameBucketShards returns n shard ids, in order, whose leases share one partition, so that a
+// test can fill one partition past a page.
+func sameBucketShards(n int) []string {
+	var ids []string
+	bucket := ""
+	for i := 0; len(ids) < n; i++ {
+		id := fmt.Sprintf("shardId-%012d", i)
+		pk := lease.DynamoDBPartitionKey(lease.Key{Group: "g", Stream: "s", ShardID: id})
+		if bucket == "" {
+			bucket = pk
+		}
+		if pk == bucket {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// TestDynamoDBStoreListPages fills one partition with 7 leases and reads it 2 per page.
+// (TestDynamoDBStoreListBuckets pages over many partitions.)
 func TestDynamoDBStoreListPages(t *testing.T) {
 	c := dynamoClient(t)
 	cc := &countingClient{inner: c}
 	s, _ := newTableStore(t, cc, c, "pages")
 	const n = 7
+	ids := sameBucketShards(n)
 	for i := n - 1; i >= 0; i-- {
-		if _, err := s.Create(t.Context(), lease.Lease{Group: "g", Stream: "s", ShardID: fmt.Sprintf("shardId-%012d", i)}); err != nil {
+		if _, err := s.Create(t.Context(), lease.Lease{Group: "g", Stream: "s", ShardID: ids[i]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -379,15 +405,17 @@ func TestDynamoDBStoreListPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pages := cc.count("Query") - before; pages < 4 {
-		t.Fatalf("List of %d leases with 2 per page made %d queries, want at least 4", n, pages)
+	// 4 pages of the full partition, one each of the 15 empty ones.
+	if pages := cc.count("Query") - before; pages < 4+lease.DynamoDBLeaseBuckets-1 {
+		t.Fatalf("List of %d leases in one partition with 2 per page made %d queries, want at least %d",
+			n, pages, 4+lease.DynamoDBLeaseBuckets-1)
 	}
 	if len(ls) != n {
 		t.Fatalf("List returned %d leases over pages, want %d", len(ls), n)
 	}
 	for i, l := range ls {
-		if want := fmt.Sprintf("shardId-%012d", i); l.ShardID != want || l.Counter != 1 {
-			t.Fatalf("lease %d = %+v, want shard %s", i, l, want)
+		if l.ShardID != ids[i] || l.Counter != 1 {
+			t.Fatalf("lease %d = %+v, want shard %s", i, l, ids[i])
 		}
 	}
 }
@@ -399,9 +427,10 @@ func TestDynamoDBStoreListPagesBySize(t *testing.T) {
 	cc := &countingClient{inner: c}
 	s, _ := newTableStore(t, cc, c, "bigpages")
 	const n = 6
-	big := strings.Repeat("9", 300_000) // 6 × 300 kB > 1 MB
+	big := strings.Repeat("9", 300_000) // 6 × 300 kB > 1 MB, in one partition
+	ids := sameBucketShards(n)
 	for i := range n {
-		if _, err := s.Create(t.Context(), lease.Lease{Group: "g", Stream: "s", ShardID: fmt.Sprintf("shardId-%012d", i),
+		if _, err := s.Create(t.Context(), lease.Lease{Group: "g", Stream: "s", ShardID: ids[i],
 			Checkpoint: big}); err != nil {
 			t.Fatal(err)
 		}
@@ -411,14 +440,14 @@ func TestDynamoDBStoreListPagesBySize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pages := cc.count("Query") - before; pages < 2 {
-		t.Fatalf("List of %d × 300 kB made %d queries, want at least 2", n, pages)
+	if pages := cc.count("Query") - before; pages < 2+lease.DynamoDBLeaseBuckets-1 {
+		t.Fatalf("List of %d × 300 kB in one partition made %d queries, want at least %d", n, pages, 2+lease.DynamoDBLeaseBuckets-1)
 	}
 	if len(ls) != n {
 		t.Fatalf("List returned %d leases, want %d", len(ls), n)
 	}
 	for i, l := range ls {
-		if l.ShardID != fmt.Sprintf("shardId-%012d", i) || l.Checkpoint != big {
+		if l.ShardID != ids[i] || l.Checkpoint != big {
 			t.Fatalf("lease %d: shard %q, checkpoint of %d bytes", i, l.ShardID, len(l.Checkpoint))
 		}
 	}
@@ -513,8 +542,11 @@ func TestDynamoDBStoreMalformedItems(t *testing.T) {
 		}
 	}
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	pk := func(group, shard string) types.AttributeValue {
+		return str(lease.DynamoDBPartitionKey(lease.Key{Group: group, Stream: "s", ShardID: shard}))
+	}
 	put(map[string]types.AttributeValue{
-		"pk": str("s|g"), "shard_id": str("shard-bad"), "group": str("g"), "stream": str("s"),
+		"pk": pk("g", "shard-bad"), "shard_id": str("shard-bad"), "group": str("g"), "stream": str("s"),
 		"generation": str("one"), "counter": &types.AttributeValueMemberN{Value: "1"},
 	})
 	_, err := s.List(t.Context(), "g", "s")
@@ -530,7 +562,7 @@ func TestDynamoDBStoreMalformedItems(t *testing.T) {
 	// An item without a counter fails the renew's arithmetic on the server side: not a
 	// condition failure, an error that names the table and the lease.
 	put(map[string]types.AttributeValue{
-		"pk": str("s|g2"), "shard_id": str("shard-0"), "group": str("g2"), "stream": str("s"),
+		"pk": pk("g2", "shard-0"), "shard_id": str("shard-0"), "group": str("g2"), "stream": str("s"),
 		"owner": str("worker-a"), "generation": &types.AttributeValueMemberN{Value: "1"},
 	})
 	held := lease.Lease{Group: "g2", Stream: "s", ShardID: "shard-0", Owner: "worker-a", Generation: 1}
@@ -765,8 +797,10 @@ func TestDynamoDBStoreSetupFaultsNameTable(t *testing.T) {
 
 // TestDynamoDBStoreLongestKeys: the longest names the driver lets through (a 128-byte stream,
 // a group of 2048-128-1-MemberKeyOverhead bytes, a 1000-byte worker id with a "#12" suffix) fit
-// the table's keys, for leases and member records alike; one byte more of group does not fit
-// a member record's partition key.
+// the table's keys: the partition key of a lease (stream|group|NN, the longest the store
+// writes: exactly 2048 bytes), of the old layout's partition the store reads and marks
+// (stream|group), of a member record (#stream|group), and the sort key of a member record; one
+// byte more of group does not fit a lease's partition key.
 func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	c := dynamoClient(t)
 	s, _ := newTableStore(t, c, c, "longest")
@@ -774,6 +808,12 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	stream := strings.Repeat("s", 128)
 	group := strings.Repeat("g", 2048-128-len("|")-lease.MemberKeyOverhead)
 	worker := strings.Repeat("w", 1000) + "#12"
+	if lease.MemberKeyOverhead != 3 {
+		t.Fatalf("MemberKeyOverhead = %d, want 3 (the \"|NN\" of a lease's bucket)", lease.MemberKeyOverhead)
+	}
+	if n := len(lease.DynamoDBPartitionKey(lease.Key{Group: group, Stream: stream, ShardID: "shardId-000000000000"})); n != 2048 {
+		t.Fatalf("the longest lease partition key is %d bytes, want 2048", n)
+	}
 	l, err := s.Create(ctx, lease.Lease{Group: group, Stream: stream, ShardID: "shardId-000000000000"})
 	if err != nil {
 		t.Fatalf("Create with a %d-byte group: %v", len(group), err)
@@ -781,14 +821,17 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	if _, err := s.Take(ctx, l, worker); err != nil {
 		t.Fatalf("Take by a %d-byte worker (the owner, not a key): %v", len(worker), err)
 	}
+	if ls, err := s.List(ctx, group, stream); err != nil || len(ls) != 1 || ls[0].Owner != worker {
+		t.Fatalf("List = %d leases, %v; want the one taken", len(ls), err)
+	}
 	if _, err := s.Heartbeat(ctx, group, stream, worker); err != nil {
 		t.Fatalf("Heartbeat with a %d-byte group and a %d-byte worker: %v", len(group), len(worker), err)
 	}
 	if ms, err := s.Members(ctx, group, stream); err != nil || len(ms) != 1 || ms[0].Worker != worker {
 		t.Fatalf("Members = %d records, %v; want the one worker", len(ms), err)
 	}
-	if _, err := s.Heartbeat(ctx, group+"g", stream, worker); err == nil {
-		t.Fatalf("Heartbeat with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
+	if _, err := s.Create(ctx, lease.Lease{Group: group + "g", Stream: stream, ShardID: "shardId-000000000000"}); err == nil {
+		t.Fatalf("Create with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
 	}
 	if _, err := s.Heartbeat(ctx, "g", stream, strings.Repeat("w", 1025)); err == nil {
 		t.Fatal("Heartbeat with a 1025-byte worker succeeded; DynamoDB's sort key limit is 1024 bytes")
