@@ -52,7 +52,16 @@ type subscription struct {
 	leases  map[string]lease.Lease // the group's leases at the last lease sync
 	tracker *lease.Tracker
 	members *lease.MemberTracker // the group's members at the last lease sync
-	member  lease.Member         // this subscription's record as its last heartbeat left it
+	hb      heartbeat            // this subscription's member record (its own goroutine; see heartbeat)
+	// liveAtList and recordsAtList are the live members and every member record as of the
+	// last lease listing: a change lists again.
+	liveAtList, recordsAtList []string
+	// quietListed: members seen quiet (quietMember), with the heartbeat counter they were
+	// quiet at, for which the leases were listed: once per quiet spell.
+	quietListed map[string]int64
+	// listSoon: something since the last listing (a reader's exit, a take or request that
+	// failed) makes the next lease sync list the leases.
+	listSoon bool
 	// warnedMembers: a member record could not be removed, and WARN said so once.
 	warnedMembers bool
 	asked         map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
@@ -79,23 +88,24 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 	return &subscription{
 		cfg: cfg, logger: logger, stream: stream,
 		ctx: ctx, cancel: cancel,
-		out:       make(chan *message.Message),
-		exits:     make(chan readerExit),
-		quit:      make(chan struct{}),
-		done:      make(chan struct{}),
-		readied:   make(chan readyReport),
-		readers:   newReaderTable(),
-		shards:    map[string]types.Shard{},
-		learned:   map[string]types.Shard{},
-		leases:    map[string]lease.Lease{},
-		tracker:   lease.NewTracker(),
-		members:   lease.NewMemberTracker(),
-		asked:     map[string]handoffAsk{},
-		deletable: map[string]time.Time{},
-		ended:     map[string]bool{},
-		skipped:   map[string]bool{},
-		progress:  map[string]string{},
-		failures:  map[string]int{},
+		out:         make(chan *message.Message),
+		exits:       make(chan readerExit),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		readied:     make(chan readyReport),
+		readers:     newReaderTable(),
+		shards:      map[string]types.Shard{},
+		learned:     map[string]types.Shard{},
+		leases:      map[string]lease.Lease{},
+		tracker:     lease.NewTracker(),
+		members:     lease.NewMemberTracker(),
+		quietListed: map[string]int64{},
+		asked:       map[string]handoffAsk{},
+		deletable:   map[string]time.Time{},
+		ended:       map[string]bool{},
+		skipped:     map[string]bool{},
+		progress:    map[string]string{},
+		failures:    map[string]int{},
 	}
 }
 
@@ -105,10 +115,13 @@ func (c *subscription) logFields() watermill.LogFields {
 	return watermill.LogFields{"stream": c.stream, "group": c.cfg.Group.Name, "worker": c.cfg.Group.WorkerID}
 }
 
-// start lists the shards, takes what leases it can and starts their readers; it returns once
-// every reader it started holds its iterator, so that a record published after Subscribe
-// returns is one this subscription reads.
+// start writes the first heartbeat (in a group), lists the shards, takes what leases it can and
+// starts their readers; it returns once every reader it started holds its iterator, so that a
+// record published after Subscribe returns is one this subscription reads.
 func (c *subscription) start() error {
+	if c.grouped() {
+		c.startHeartbeat()
+	}
 	if err := c.syncShards(); err != nil {
 		return err
 	}
@@ -232,8 +245,13 @@ func (c *subscription) syncShards() error {
 	if !c.grouped() {
 		return nil
 	}
-	if err := c.refreshLeases(); err != nil {
-		return err
+	// The lease syncs list the leases when the group changes; a shard sync lists them only
+	// when nothing else has for leaseListMaxAge (createLeases lists again by itself before
+	// it creates a lease missing from an older listing).
+	if c.cfg.Clock.Now().Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg) {
+		if err := c.refreshLeases(); err != nil {
+			return err
+		}
 	}
 	c.cleanFinished()
 	return c.createLeases(sortedKeys(shards))
@@ -446,6 +464,9 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 // longer than that (deleteFinishedAfter).
 func (c *subscription) createLeases(ids []string) error {
 	for _, id := range ids {
+		if _, ok := c.leases[id]; ok {
+			continue // leases are deleted only at SHARD_END, and then not created again
+		}
 		if c.cfg.Clock.Now().Sub(c.leasesListedAt) > leaseViewMaxAge(c.cfg) {
 			if err := c.refreshLeases(); err != nil {
 				return err
@@ -505,7 +526,11 @@ func (c *subscription) armExpiry(expiry clock.Timer) {
 		return
 	}
 	now := c.cfg.Clock.Now()
-	if at, ok := c.tracker.NextExpiry(c.cfg.Group.WorkerID, now, c.cfg.Group.LeaseDuration); ok && at.Sub(now) < c.cfg.Group.LeaseSyncInterval {
+	// Only the leases of members that are not alive can expire before the next listing shows
+	// whether they moved (see takeLeases).
+	alive := c.aliveMembers(now)
+	watch := func(owner string) bool { return owner != c.cfg.Group.WorkerID && !alive[owner] }
+	if at, ok := c.tracker.NextExpiryOf(watch, now, c.cfg.Group.LeaseDuration); ok && at.Sub(now) < c.cfg.Group.LeaseSyncInterval {
 		expiry.Reset(at.Sub(now))
 	}
 }

@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -10,17 +11,29 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// takeLeases brings this worker to its fair share (lease.PlanShare): it heartbeats its member
-// record, fences readers whose lease moved on, tells readers whose lease another worker asked
-// for to hand it over, starts readers for leases handed to it, takes free or expired leases up
-// to its target, and, with nothing free, asks the workers above their share for all it lacks
-// at once. A lease asked for that is not handed over within HandoffTimeout it takes itself.
+// takeLeases brings this worker to its fair share (lease.PlanShare): it reads the group's
+// members, lists the leases when something may have changed (leaseListDue), fences readers whose
+// lease moved on, tells readers whose lease another worker asked for to hand it over, starts
+// readers for leases handed to it, takes free or expired leases up to its target, and, with
+// nothing free, asks the workers above their share for all it lacks at once. A lease asked for
+// that is not handed over within HandoffTimeout it takes itself.
+//
+// A lease expires when its counter has not moved for LeaseDuration since this worker first saw
+// it, as always. Between listings that is known only for the leases of members that are not
+// alive (counted out, quiet or without a record): their counters were seen when they went
+// quiet, and a take conditioned on them fails if they moved. The leases of a live member are
+// judged only by a listing made in this sync.
 func (c *subscription) takeLeases() ([]*shardReader, error) {
 	members := c.syncMembers()
-	if err := c.refreshLeases(); err != nil {
-		return nil, err
-	}
 	now := c.cfg.Clock.Now()
+	listed := false
+	if c.leaseListDue(now, members) {
+		if err := c.refreshLeases(); err != nil {
+			return nil, err
+		}
+		listed, c.liveAtList, c.recordsAtList, c.listSoon = true, members, c.memberRecords(), false
+		c.fenceReaders()
+	}
 	me := c.cfg.Group.WorkerID
 	for id, l := range c.leases {
 		// Asked for under this worker's id before a restart: wait for it as for any lease
@@ -29,24 +42,18 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 			c.asked[id] = handoffAsk{at: now, owner: l.Owner}
 		}
 	}
-	for id, e := range c.readers.byShard {
-		r := e.r
-		l, ok := c.leases[id]
-		switch {
-		case !ok || l.Owner != me || l.Generation != r.generation:
-			r.markLost(l.Owner)
-		case handoffAsked(l):
-			r.requestHandoff()
-		}
-	}
 	list := make([]lease.Lease, 0, len(c.leases))
 	for _, id := range sortedKeys(c.leases) {
 		list = append(list, c.leases[id])
 	}
+	alive := c.aliveMembers(now)
 	plan := lease.PlanShare(lease.ShareInput{
-		Self:     me,
-		Leases:   list,
-		Live:     func(l lease.Lease) bool { return !c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) },
+		Self:   me,
+		Leases: list,
+		Live: func(l lease.Lease) bool {
+			expired := c.tracker.Expired(l, now, c.cfg.Group.LeaseDuration) // records l either way
+			return !expired || !listed && alive[l.Owner]
+		},
 		Eligible: c.eligible,
 		Members:  members,
 	})
@@ -85,37 +92,105 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	return started, nil
 }
 
+// leaseListMaxAge is how long a quiet group goes without listing its leases: 30 lease syncs
+// (a minute at the defaults). A listing reads every lease of the group: the one cost of the
+// lease table that grows with the shards of the stream rather than with those a worker reads.
+// Whatever a listing would show between two of them makes one at once (leaseListDue); this one
+// finds what nothing announces: a lease whose reader stopped renewing while its worker goes on
+// heartbeating, and leases a reshard made that another worker created.
+func leaseListMaxAge(cfg SubscriberConfig) time.Duration { return 30 * cfg.Group.LeaseSyncInterval }
+
+// leaseListDue: the lease sync lists the leases, because this worker never did, something
+// changed since (the members; a member that went quiet; a reader of this worker that exited; a
+// take or request that failed; a member read that failed, which may have hidden any of these),
+// it waits for a lease it asked for (the handoff shows
+// only in a listing), or the last listing is leaseListMaxAge old.
+func (c *subscription) leaseListDue(now time.Time, live []string) bool {
+	return c.leasesListedAt.IsZero() || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||
+		!slices.Equal(live, c.liveAtList) || !slices.Equal(c.memberRecords(), c.recordsAtList) ||
+		now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
+}
+
+// memberRecords are the workers whose member records the last member read showed, live or not:
+// a record that appears or goes (a worker starting, or leaving after releasing its leases)
+// lists the leases, also when the worker was never counted live.
+func (c *subscription) memberRecords() []string {
+	var ws []string
+	for _, m := range c.members.Observed() {
+		ws = append(ws, m.Worker)
+	}
+	return ws
+}
+
+// newlyQuiet: a member other than this one missed a heartbeat (quietMember) at a counter for
+// which the leases have not been listed yet. Listing now sees its leases' last counters, so
+// that, if it crashed, they expire LeaseDuration after its last writes were first seen, not
+// after the next listing.
+func (c *subscription) newlyQuiet(now time.Time) bool {
+	found := false
+	for _, m := range c.members.Observed() {
+		if m.Worker == c.cfg.Group.WorkerID || !c.members.Quiet(m.Worker, now, quietMember(c.cfg)) {
+			delete(c.quietListed, m.Worker)
+			continue
+		}
+		if at, ok := c.quietListed[m.Worker]; !ok || at != m.Counter {
+			c.quietListed[m.Worker] = m.Counter
+			found = true
+		}
+	}
+	return found
+}
+
+// aliveMembers are the members counted for the shares that have not missed a heartbeat.
+func (c *subscription) aliveMembers(now time.Time) map[string]bool {
+	alive := map[string]bool{}
+	for _, w := range c.members.Live(now, memberFresh(c.cfg)) {
+		if !c.members.Quiet(w, now, quietMember(c.cfg)) {
+			alive[w] = true
+		}
+	}
+	return alive
+}
+
+// fenceReaders, right after a listing, stops the readers whose lease moved on and tells those
+// whose lease another worker asked for to hand it over. (Each reader also learns both from its
+// own renewals; this catches what a renewal in flight has not shown yet.)
+func (c *subscription) fenceReaders() {
+	me := c.cfg.Group.WorkerID
+	for id, e := range c.readers.byShard {
+		r := e.r
+		l, ok := c.leases[id]
+		switch {
+		case !ok || l.Owner != me || l.Generation != r.generation:
+			r.markLost(l.Owner)
+		case handoffAsked(l):
+			r.requestHandoff()
+		}
+	}
+}
+
 // staleMembersAfter is how many lease durations a member record may go without a heartbeat
 // before the group removes it: long past the point where it stopped counting, so that a member
 // slowed down rather than gone is not removed under its feet (it would only heartbeat a new
 // record anyway).
 const staleMembersAfter = 6
 
-// syncMembers heartbeats this subscription's member record and reads the group's members, for
-// the shares of the lease sync that follows. Membership only sizes the shares; it never decides
-// who may read a shard, so a failure here is logged and the lease sync goes on with what the
-// last read showed. The first live member in name order removes the records of members long
-// gone, so that the table does not keep every worker that ever crashed. It returns the live
-// members, for the shares.
+// syncMembers reads the group's members, for the shares of the lease sync that follows and to
+// see members that missed a heartbeat (newlyQuiet). A failure is logged and the lease sync goes
+// on with what the last read showed. The first live member in name order removes the records of members
+// long gone, so that the table does not keep every worker that ever crashed. It returns the
+// live members, for the shares.
 func (c *subscription) syncMembers() []string {
 	ctx, cancel := c.callContext()
-	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
-	cancel()
-	if err != nil {
-		// The lease sync that follows meets the same store, and says so if it fails too; a
-		// store that hangs holds up the coordinator for one call timeout here, not two.
-		c.logger.Debug("Member heartbeat failed", c.logFields().Add(watermill.LogFields{"err": err}))
-		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
-	}
-	c.member = m
-	ctx, cancel = c.callContext()
 	members, err := c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream)
 	cancel()
 	if err != nil {
 		c.logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
+		c.listSoon = true
 		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
 	}
 	now := c.cfg.Clock.Now()
+	c.lastLeaseSync.Store(now.UnixNano())
 	c.members.Observe(members, now)
 	live := c.members.Live(now, memberFresh(c.cfg))
 	if len(live) == 0 || live[0] != c.cfg.Group.WorkerID {
@@ -164,12 +239,13 @@ func (c *subscription) removeMember(m lease.Member, done string) {
 // calls run on a context of their own (the subscription's is cancelled by now), bounded by
 // CloseTimeout/2 as the readers' last writes, which run meanwhile.
 func (c *subscription) leave() {
-	if !c.grouped() || c.member.Counter == 0 {
+	member := c.lastMember()
+	if !c.grouped() || member.Counter == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/2)
 	defer cancel()
-	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, c.member)
+	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, member)
 	if errors.Is(err, lease.ErrMemberChanged) {
 		var members []lease.Member
 		if members, err = c.cfg.Group.LeaseStore.Members(ctx, c.cfg.Group.Name, c.stream); err == nil {
@@ -236,6 +312,7 @@ func (c *subscription) take(l lease.Lease, why, from string) *shardReader {
 	cancel()
 	if err != nil {
 		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.listSoon = true
 		return nil
 	}
 	delete(c.asked, l.ShardID)
@@ -261,6 +338,7 @@ func (c *subscription) ask(l lease.Lease) {
 	cancel()
 	if err != nil {
 		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.listSoon = true
 		return
 	}
 	c.logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))

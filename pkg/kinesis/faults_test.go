@@ -328,12 +328,12 @@ func TestFaultServerErrors(t *testing.T) {
 		w.closeAll(wks...)
 
 		s := w.stats(time.Time{}, time.Time{})
-		// w2's lease syncs during the outage: one List every LeaseSyncInterval if nothing
-		// holds the coordinator up.
+		// w2's lease syncs during the outage: each reads the members, one every
+		// LeaseSyncInterval if nothing holds the coordinator up.
 		var lists int
 		var gap, last time.Duration
 		prev := from
-		for _, o := range w2.store.opsOf(lease.OpList, "") {
+		for _, o := range w2.store.opsOf(lease.OpMembers, "") {
 			if o.at.Before(from) || !o.at.Before(to) {
 				continue
 			}

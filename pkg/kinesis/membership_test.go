@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -79,6 +80,61 @@ func TestGroupMembership(t *testing.T) {
 	if got := memberNames(t, w); len(got) != 0 {
 		t.Errorf("members after every live instance closed: %v, want none", got)
 	}
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
+
+// In a quiet group a worker lists the leases only every 30 lease syncs (leaseListMaxAge), not
+// at every sync: a listing reads every lease of the stream, the cost that grew with the shards.
+// Each sync still reads the members; a member that misses a heartbeat makes the others list at
+// once, so that a crashed worker's leases expire LeaseDuration after their last counters were
+// seen (TestGroupCrashFailover times that).
+func TestGroupQuietListsRarely(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 8)
+	w.publishing = true
+	w1 := w.start("w1")
+	w2 := w.start("w2")
+	w.runUntil("spread over w1 and w2", 4*grpSyncInterval, func() bool { return w.spread("w1", "w2") })
+	w.steps(4 * grpSyncInterval) // the last requests and handoffs settle
+
+	count := func(ww *grpWorker, op string, from time.Time) int {
+		n := 0
+		for _, o := range ww.store.opsOf(op, "") {
+			if o.err == nil && !o.at.Before(from) {
+				n++
+			}
+		}
+		return n
+	}
+	from := w.now()
+	const quiet = 2 * time.Minute
+	w.steps(quiet)
+	syncs := int(quiet / grpSyncInterval)
+	for _, ww := range []*grpWorker{w1, w2} {
+		lists, reads := count(ww, lease.OpList, from), count(ww, lease.OpMembers, from)
+		t.Logf("%s over %s of a quiet group: %d lease listings, %d member reads (%d lease syncs)", ww.id, quiet, lists, reads, syncs)
+		if lists > 4 {
+			t.Errorf("%s listed the leases %d times in %s of a quiet group, want at most 4 (one per minute, and shard syncs)", ww.id, lists, quiet)
+		}
+		if reads < syncs-1 {
+			t.Errorf("%s read the members %d times in %d lease syncs", ww.id, reads, syncs)
+		}
+	}
+
+	// w1 crashes: w2 lists the leases within two lease syncs, when w1's heartbeat stops moving.
+	crashedAt := w.now()
+	w1.dead.Store(true)
+	w1.client.dead.Store(true)
+	w1.store.setMode(grpFail)
+	w.runUntil("w2 lists the leases", 3*grpSyncInterval, func() bool { return count(w2, lease.OpList, crashedAt) > 0 })
+	t.Logf("w1 crashed; w2 listed the leases %s later", w.since(crashedAt))
+	if d := w.since(crashedAt); d > 2*grpSyncInterval+grpStep {
+		t.Errorf("w2 listed the leases %s after w1 crashed, want within two lease syncs", d)
+	}
+	w.runUntil("w2 reads every shard", grpLeaseDuration+3*grpSyncInterval, func() bool { return w.spread("w2") })
+	w.close(w2)
 	w.close(w1)
 	w.check()
 	goleak.VerifyNone(t, ignore)

@@ -170,6 +170,7 @@ func (c *subscription) readerExited(ex readerExit) bool {
 	if ex.shardEnded {
 		c.ended[r.shardID] = true
 	}
+	c.listSoon = true // its lease was released, lost or handed over: the next lease sync sees how
 	return true
 }
 
@@ -315,7 +316,8 @@ func (c *subscription) startUnleased() []*shardReader {
 func (c *subscription) shutdown() {
 	c.cancel()
 	close(c.quit)
-	c.leave() // while the readers release their leases: the others take them at their next sync
+	c.stopHeartbeat() // before leave, which removes the record the last heartbeat left
+	c.leave()         // while the readers release their leases: the others take them at their next sync
 	for _, id := range sortedKeys(c.readers.byShard) {
 		<-c.readers.byShard[id].r.finished
 	}

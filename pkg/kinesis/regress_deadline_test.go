@@ -102,8 +102,8 @@ func TestRegress_HungListShardsDoesNotStopLeaseSyncs(t *testing.T) {
 	w.runUntil("a shard listing hangs", 35*time.Second, func() bool { return client.hung.Load() })
 	hangAt := w.now()
 	limit := rgDefaultRequestTimeout + 2*grpSyncInterval
-	listed := func() bool {
-		for _, o := range w1.store.opsOf(lease.OpList, "") {
+	listed := func() bool { // a lease sync: each reads the members
+		for _, o := range w1.store.opsOf(lease.OpMembers, "") {
 			if o.err == nil && o.at.After(hangAt) {
 				return true
 			}

@@ -109,10 +109,15 @@ func (t *Tracker) Available(l Lease, now time.Time, leaseDuration time.Duration)
 // A coordinator syncs at that moment too, so that failover does not wait for its next periodic
 // sync on top of the lease duration.
 func (t *Tracker) NextExpiry(self string, now time.Time, leaseDuration time.Duration) (time.Time, bool) {
+	return t.NextExpiryOf(func(owner string) bool { return owner != self }, now, leaseDuration)
+}
+
+// NextExpiryOf is NextExpiry over the leases of the owners watch selects (never free ones).
+func (t *Tracker) NextExpiryOf(watch func(owner string) bool, now time.Time, leaseDuration time.Duration) (time.Time, bool) {
 	var next time.Time
 	found := false
 	for _, o := range t.obs {
-		if o.Owner == "" || o.Owner == self {
+		if o.Owner == "" || !watch(o.Owner) {
 			continue
 		}
 		if at := o.Since.Add(leaseDuration); at.After(now) && (!found || at.Before(next)) {

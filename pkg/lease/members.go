@@ -117,3 +117,24 @@ func (t *MemberTracker) Stale(group, stream string, now time.Time, after time.Du
 	sort.Slice(stale, func(i, j int) bool { return stale[i].Worker < stale[j].Worker })
 	return stale
 }
+
+// Quiet reports whether worker's member record, as last read, has not moved for at least d on
+// this tracker's clock: its counter is the one first seen that long ago. A worker missing from
+// the last read is not quiet: it left, or its record was removed. A worker that heartbeats at
+// intervals shorter than d, read at intervals of about d, is quiet only when it missed a
+// heartbeat: the cue to look at its leases (the lease counters alone say when they expire).
+func (t *MemberTracker) Quiet(worker string, now time.Time, d time.Duration) bool {
+	o, ok := t.obs[worker]
+	return ok && Expired(o, now, d)
+}
+
+// Observed returns the members of the last read, each with the counter last read, sorted by
+// worker.
+func (t *MemberTracker) Observed() []Member {
+	out := make([]Member, 0, len(t.obs))
+	for w, o := range t.obs {
+		out = append(out, Member{Worker: w, Counter: o.Counter})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
+	return out
+}

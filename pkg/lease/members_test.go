@@ -61,3 +61,41 @@ func TestMemberTracker(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberTrackerQuiet: a member is quiet once the counter last read was first seen d ago,
+// also when it was read only once; a heartbeat restarts the clock; a member missing from the
+// last read is never quiet.
+func TestMemberTrackerQuiet(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	const d = 1500 * time.Millisecond
+	member := func(w string, c int64) lease.Member {
+		return lease.Member{Group: "g", Stream: "s", Worker: w, Counter: c}
+	}
+	tr := lease.NewMemberTracker()
+	tr.Observe([]lease.Member{member("a", 1), member("b", 1)}, t0)
+	tr.Observe([]lease.Member{member("a", 1), member("b", 2)}, t0.Add(time.Second))
+	steps := []struct {
+		at        time.Duration
+		worker    string
+		wantQuiet bool
+	}{
+		{time.Second, "a", false},
+		{1500 * time.Millisecond, "a", true}, // read once, never moved: quiet d after
+		{2 * time.Second, "b", false},
+		{2500 * time.Millisecond, "b", true},
+		{time.Hour, "nobody", false},
+	}
+	for _, st := range steps {
+		if got := tr.Quiet(st.worker, t0.Add(st.at), d); got != st.wantQuiet {
+			t.Errorf("at %s: Quiet(%s) = %v, want %v", st.at, st.worker, got, st.wantQuiet)
+		}
+	}
+	tr.Observe([]lease.Member{member("a", 2), member("b", 2)}, t0.Add(3*time.Second))
+	if tr.Quiet("a", t0.Add(4*time.Second), d) {
+		t.Error("a quiet 1 s after a heartbeat seen at 3 s")
+	}
+	tr.Observe([]lease.Member{member("b", 2)}, t0.Add(5*time.Second))
+	if tr.Quiet("a", t0.Add(time.Hour), d) {
+		t.Error("a quiet after its record was removed")
+	}
+}

@@ -1,0 +1,108 @@
+package kinesis
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// heartbeat is a grouped subscription's member record, written by a goroutine of its own
+// (beat) twice per LeaseSyncInterval, so that no coordinator step (a long run of lease creations
+// after a reshard, a slow Subscribe) holds it up.
+//
+// The others read the members at every lease sync. A member that heartbeats twice per sync and
+// shows no move across a whole sync has missed a heartbeat (quietMember): it may have crashed,
+// so they list the leases then, and its leases expire LeaseDuration after that listing by their
+// own counters, as always. Membership never decides who may read a shard; it only tells the
+// others when to look, so that in a quiet group nobody lists every lease at every sync.
+//
+// The beat goroutine writes member under mu; the coordinator reads it through lastMember.
+// shutdown waits for done (closed by beat) before leave removes the record.
+type heartbeat struct {
+	mu     sync.Mutex
+	member lease.Member // the record as the last heartbeat that succeeded left it
+	fails  int          // heartbeats failed in a row (beat goroutine only)
+	done   chan struct{}
+}
+
+// heartbeatInterval is how often a member heartbeats: twice per lease sync, so that a member
+// read once per sync that shows no move has missed one (quietMember).
+func heartbeatInterval(cfg SubscriberConfig) time.Duration { return cfg.Group.LeaseSyncInterval / 2 }
+
+// quietMember is how long a member's heartbeat may show no move before the others list the
+// leases to watch its leases' counters: one and a half heartbeat intervals.
+func quietMember(cfg SubscriberConfig) time.Duration { return 3 * heartbeatInterval(cfg) / 2 }
+
+// heartbeatOnce writes the member record once, bounded by RequestTimeout.
+func (c *subscription) heartbeatOnce() error {
+	ctx, cancel := c.callContext()
+	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c.hb.mu.Lock()
+	c.hb.member = m
+	c.hb.mu.Unlock()
+	return nil
+}
+
+// lastMember is the member record as the last heartbeat that succeeded left it.
+func (c *subscription) lastMember() lease.Member {
+	c.hb.mu.Lock()
+	defer c.hb.mu.Unlock()
+	return c.hb.member
+}
+
+// startHeartbeat writes the first heartbeat, so that the first lease sync counts this worker,
+// and starts beat. A failure is beat's to retry: membership only sizes the shares.
+func (c *subscription) startHeartbeat() {
+	if err := c.heartbeatOnce(); err != nil {
+		c.hb.fails++
+		c.logger.Info("Member heartbeat failed; will retry", c.logFields().Add(watermill.LogFields{"err": err}))
+	}
+	c.hb.done = make(chan struct{})
+	go c.beat()
+}
+
+// beat is the heartbeat goroutine. It ends with the subscription's context and then closes
+// hb.done. A failed heartbeat is retried at the next interval; one that keeps failing is logged
+// once at WARN (the others then list the leases at every sync, and count this worker out of the
+// shares), and the lease syncs, which meet the same store, report a store that is down.
+func (c *subscription) beat() {
+	defer close(c.hb.done)
+	tick := c.cfg.Clock.NewTicker(heartbeatInterval(c.cfg))
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C():
+		}
+		err := c.heartbeatOnce()
+		switch {
+		case err == nil:
+			c.hb.fails = 0
+		case c.ctx.Err() != nil:
+			return
+		default:
+			c.hb.fails++
+			fields := c.logFields().Add(watermill.LogFields{"failures": c.hb.fails})
+			if c.hb.fails == readFailuresBeforeError {
+				warn(c.logger, "Member heartbeat keeps failing; the other members count this worker out of the shares until it succeeds", err, fields)
+			} else {
+				c.logger.Debug("Member heartbeat failed; will retry", fields.Add(watermill.LogFields{"err": err}))
+			}
+		}
+	}
+}
+
+// stopHeartbeat waits for beat to end (the subscription's context is cancelled by now).
+func (c *subscription) stopHeartbeat() {
+	if c.hb.done != nil {
+		<-c.hb.done
+	}
+}
