@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -117,8 +116,8 @@ func (c DynamoDBConfig) Validate() error {
 // DynamoDBLeaseBuckets (16) partitions, by a hash of the shard id (DynamoDBPartitionKey), so
 // that no partition key takes more than about a sixteenth of the group's renewals and
 // checkpoints: at 4,000 shards, about 100 writes a second each, where DynamoDB serves 1,000 per
-// partition key. List reads the 16 partitions (strongly consistent Queries, paged, a few at a
-// time) and merges them by shard id.
+// partition key. List reads the 16 partitions (strongly consistent Queries, paged) and merges
+// them by shard id.
 //
 //	attribute      type  contents
 //	pk             S     partition key: stream name + "|" + consumer group + "|" + bucket, the
@@ -432,7 +431,7 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 }
 
 // List implements Store: strongly consistent Queries of the group's DynamoDBLeaseBuckets
-// partitions, listParallelism at a time, each read page by page, merged by shard id. The first
+// partitions, each read page by page, merged by shard id. The first
 // List of a (group, stream) reads the old layout's partition first (see DynamoDBStore).
 func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease, error) {
 	key := Key{Group: group, Stream: stream}
@@ -452,49 +451,19 @@ func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease
 	return out, nil
 }
 
-// listParallelism bounds the Queries one List has out at once: the 16 partitions take two
-// round trips, and a List does not hold more of a client's connections than a few readers do.
-const listParallelism = 8
-
-// listBuckets reads every bucket of the group and returns their leases, unordered. The first
-// failure cancels the Queries still out and is the answer.
+// listBuckets reads every bucket of the group, one Query after another in the caller's
+// goroutine, and returns their leases, unordered. At 4,000 shards that is 16 round trips of
+// about 60 kB each, well within a lease sync; Queries in goroutines of their own would save
+// some of that time but start goroutines that outlive nothing yet show up, mid-call, in the
+// goroutine leak checks of programs and tests that run several subscribers.
 func (s *DynamoDBStore) listBuckets(ctx context.Context, key Key) ([]Lease, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		parts    [DynamoDBLeaseBuckets][]Lease
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-		slots    = make(chan struct{}, listParallelism)
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err })
-		cancel()
-	}
-	for b := range DynamoDBLeaseBuckets {
-		wg.Go(func() {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				// Another bucket failed (its error comes first) or the caller gave up.
-				fail(s.callErr(OpList, key, context.Cause(ctx)))
-				return
-			}
-			defer func() { <-slots }()
-			var err error
-			if parts[b], err = s.listBucket(ctx, key, b); err != nil {
-				fail(err)
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
 	out := []Lease{}
-	for _, p := range parts {
-		out = append(out, p...)
+	for b := range DynamoDBLeaseBuckets {
+		part, err := s.listBucket(ctx, key, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
 	}
 	return out, nil
 }
