@@ -76,3 +76,14 @@ SEEDS ?= 1000
 .PHONY: sim
 sim:
 	cd tests/sim && SIM_SEEDS=$(SEEDS) SIM_BRIEF=1 $(GO) test -count=1 -timeout=60m -run '^TestSimulation$$'
+
+# The scale run (tests/scale) without the race detector: one consumer group of 50 instances on
+# 1,000 and then 4,000 memlog shards, on fake time, through start, join (+10), leave (-10,
+# Close) and crash (-5); prints a table per phase (time to an even spread, lease-table calls
+# per instance and for the group, estimated DynamoDB RCU/WCU in all and on the hottest
+# partition key, duplicates, losses) and the goals under it. SCALE_SHARDS=1000,4000 picks the
+# sizes; SCALE_OUT=path also writes the table (markdown) to path. A plain go test runs a small
+# configuration of it that checks only the invariants.
+.PHONY: scale
+scale:
+	cd tests/scale && SCALE=1 SCALE_SHARDS=$(SCALE_SHARDS) $(if $(SCALE_OUT),SCALE_OUT=$(abspath $(SCALE_OUT))) $(GO) test -count=1 -timeout=30m -run '^TestScale$$' -v
