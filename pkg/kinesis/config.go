@@ -217,10 +217,9 @@ type SubscriberConfig struct {
 type GroupConfig struct {
 	// Name names the group. Instances that share it, on one stream, share its shards: each
 	// shard is read by one of them at a time, through leases in LeaseStore, and progress is
-	// checkpointed there. It must be valid UTF-8 of at most 1918 bytes, so that the stream
-	// name, a "|" and the group (and the '#' that starts the partition key of the group's
-	// member records) fit DynamoDB's 2048-byte partition key. Default: empty, no
-	// group.
+	// checkpointed there. It must be valid UTF-8 of at most 1916 bytes, so that the stream
+	// name, a "|", the group and the "|NN" that ends the partition key of a lease (one of 16
+	// per group) fit DynamoDB's 2048-byte partition key. Default: empty, no group.
 	Name string
 	// LeaseStore keeps the group's leases and checkpoints: lease.NewDynamoDBStore for
 	// instances in many processes, lease.NewMemoryStore for one. Required with Name unless
@@ -497,8 +496,9 @@ func joinAnd(names []string) string {
 const defaultConcurrentInFlight = 32
 
 // maxGroupNameBytes is the longest consumer group name whose leases every stream can hold: the
-// DynamoDB lease table's partition key is stream + "|" + group ("#" + that for the member
-// records), DynamoDB allows 2048 bytes in a partition key, and a stream name takes up to 128.
+// DynamoDB lease table's partition key is stream + "|" + group + "|NN" for a lease ("#" + stream
+// + "|" + group for the member records), DynamoDB allows 2048 bytes in a partition key, and a
+// stream name takes up to 128.
 const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|") - lease.MemberKeyOverhead
 
 // maxWorkerIDBytes is the longest WorkerID: it is the sort key of the worker's member record,

@@ -136,16 +136,16 @@ func TestSubscriberConfig_Validate(t *testing.T) {
 		{name: "nil client", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Client = nil }),
 			want: [][]string{{"SubscriberConfig.Client", "nil"}}},
 		{name: "group name at the lease key's limit", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1918), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1916), lease.NewMemoryStore()
 		})},
 		{name: "group name not UTF-8", cfg: valid(func(c *kinesis.SubscriberConfig) {
 			c.Group.Name, c.Group.LeaseStore = "billing\xff", lease.NewMemoryStore()
 		}),
 			want: [][]string{{"SubscriberConfig.Group.Name", `"billing\xff"`, "not valid UTF-8"}}},
 		{name: "group name too long for the lease key", cfg: valid(func(c *kinesis.SubscriberConfig) {
-			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1919), lease.NewMemoryStore()
+			c.Group.Name, c.Group.LeaseStore = strings.Repeat("g", 1917), lease.NewMemoryStore()
 		}),
-			want: [][]string{{"SubscriberConfig.Group.Name", "1919 bytes", "at most 1918"}}},
+			want: [][]string{{"SubscriberConfig.Group.Name", "1917 bytes", "at most 1916"}}},
 		{name: "WorkerID of 1000 bytes", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = strings.Repeat("w", 1000) })},
 		{name: "WorkerID too long for its member record", cfg: valid(func(c *kinesis.SubscriberConfig) { c.Group.WorkerID = strings.Repeat("w", 1001) }),
 			want: [][]string{{"Group.WorkerID", "1001 bytes", "at most 1000"}}},

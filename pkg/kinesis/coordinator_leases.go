@@ -57,6 +57,12 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		Eligible: c.eligible,
 		Members:  members,
 	})
+	if !plan.Even {
+		// Until this worker's listing shows every worker at its quota, the group is still
+		// moving, and the next lease sync lists again to see how (and, if its plan is still
+		// to ask, whom to ask).
+		c.listSoon = true
+	}
 	var started []*shardReader
 	for _, l := range list {
 		if l.Owner == me && l.Checkpoint == lease.ShardEnd && !c.readers.has(l.ShardID) {
@@ -103,7 +109,7 @@ func leaseListMaxAge(cfg SubscriberConfig) time.Duration { return 30 * cfg.Group
 // leaseListDue: the lease sync lists the leases, because this worker never did, something
 // changed since (the members; a member that went quiet; a reader of this worker that exited; a
 // take or request that failed; a member read that failed, which may have hidden any of these),
-// it waits for a lease it asked for (the handoff shows
+// the last listing did not show the group even (lease.SharePlan.Even), it waits for a lease it asked for (the handoff shows
 // only in a listing), or the last listing is leaseListMaxAge old.
 func (c *subscription) leaseListDue(now time.Time, live []string) bool {
 	return c.leasesListedAt.IsZero() || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||

@@ -10,9 +10,9 @@ import (
 )
 
 // Item 6: SubscriberConfig.Validate rejects a Group.Name that is not valid UTF-8, or longer
-// than 1918 bytes (DynamoDB's 2048-byte partition key holds a "#", the stream, up to 128 bytes,
-// a "|" and the group), with an error that names the Group.Name field; a group of exactly 1918
-// bytes, or of valid multi-byte UTF-8, is accepted. Today every one of them passes Validate.
+// than 1916 bytes (DynamoDB's 2048-byte partition key holds the stream, up to 128 bytes, a
+// "|", the group and the "|NN" of a lease partition), with an error that names the Group.Name
+// field; a group of exactly 1916 bytes, or of valid multi-byte UTF-8, is accepted.
 func TestRegress_ConsumerGroupValidated(t *testing.T) {
 	client := memlog.New(memlog.Config{})
 	cases := []struct {
@@ -22,9 +22,9 @@ func TestRegress_ConsumerGroupValidated(t *testing.T) {
 	}{
 		{"ascii", "billing", false},
 		{"multi-byte UTF-8", "facturación-請求", false},
-		{"1918 bytes", strings.Repeat("g", 1918), false},
-		{"1918 bytes of multi-byte UTF-8", strings.Repeat("é", 959), false},
-		{"1919 bytes", strings.Repeat("g", 1919), true},
+		{"1916 bytes", strings.Repeat("g", 1916), false},
+		{"1916 bytes of multi-byte UTF-8", strings.Repeat("é", 958), false},
+		{"1917 bytes", strings.Repeat("g", 1917), true},
 		{"4000 bytes", strings.Repeat("g", 4000), true},
 		{"invalid byte 0xff", "billing\xff", true},
 		{"truncated multi-byte sequence", "billing\xc3", true},

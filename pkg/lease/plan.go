@@ -38,6 +38,10 @@ type SharePlan struct {
 	// (RequestHandoff), all in this sync: as many as bring it to its quota (Quotas). Their
 	// owners hand them over (checkpoint, then Handoff) when they see the requests.
 	Ask []Lease
+	// Even: nothing is free or expired, and every worker holds its quota (a lease asked for
+	// counting for the worker that asked). A worker whose listing shows an even group has
+	// nothing to do until something changes; until then, each lease sync should list again.
+	Even bool
 }
 
 // PlanShare decides which leases a worker takes and which it asks other workers for. It is
@@ -94,7 +98,7 @@ func PlanShare(in ShareInput) SharePlan {
 		}
 	}
 	if !available {
-		plan.Ask = asks(open, in.Self, workers, live, eligible)
+		plan.Ask, plan.Even = asks(open, in.Self, workers, live, eligible)
 	}
 	return plan
 }
@@ -143,11 +147,11 @@ func Quotas(n int, workers []string, held map[string]int) map[string]int {
 }
 
 // asks matches, in name order, every worker above its quota with every worker below it, and
-// returns the leases self should ask for. The leases being read are the owned, live ones (a
-// free lease waiting for its parents does not count); one already asked for counts for the
-// worker that asked. An owner's leases go from the last in shard order, skipping ineligible
-// ones and those already asked for.
-func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) []Lease {
+// returns the leases self should ask for, and whether every worker holds its quota already. The
+// leases being read are the owned, live ones (a free lease waiting for its parents does not
+// count); one already asked for counts for the worker that asked. An owner's leases go from the
+// last in shard order, skipping ineligible ones and those already asked for.
+func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) ([]Lease, bool) {
 	held := map[string]int{}
 	askable := map[string][]Lease{} // by owner, in shard order
 	total := 0
@@ -171,6 +175,12 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 	}
 	sort.Strings(names)
 	quotas := Quotas(total, names, held)
+	even := true
+	for _, w := range names {
+		if held[w] != quotas[w] {
+			even = false
+		}
+	}
 	var mine []Lease
 	taker := 0
 	for _, owner := range names {
@@ -180,7 +190,7 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 				taker++
 			}
 			if taker == len(names) {
-				return mine
+				return mine, even
 			}
 			l := own[len(own)-1]
 			own = own[:len(own)-1]
@@ -190,5 +200,5 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 			}
 		}
 	}
-	return mine
+	return mine, even
 }

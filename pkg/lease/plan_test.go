@@ -167,6 +167,7 @@ func TestPlanShareAsk(t *testing.T) {
 		ineligible string
 		workers    int
 		take, ask  string
+		even       bool // every worker holds its quota: nothing to do until something changes
 	}{
 		{name: "a newcomer asks for its whole share at once",
 			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2, ask: "s03,s02"},
@@ -179,7 +180,11 @@ func TestPlanShareAsk(t *testing.T) {
 		{name: "two owners above their share fill one gap: one lease from each",
 			self: "c", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s02,s05"},
 		{name: "even already: nothing asked",
-			self: "c", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3},
+			self: "c", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, even: true},
+		{name: "even once the requests pending land: nothing more asked",
+			self: "c", leases: []string{"a", "a>c", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, even: true},
+		{name: "uneven between others: nothing for c to do, but not even",
+			self: "c", leases: []string{"a", "a", "a", "b", "c", "c"}, members: []string{"a", "b", "c"}, workers: 3},
 		{name: "leases already asked for by another newcomer count for it",
 			self: "c", leases: []string{"a", "a", "a", "a>b", "a>b", "a"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s05,s02"},
 		{name: "free leases are taken first, not asked for",
@@ -199,8 +204,9 @@ func TestPlanShareAsk(t *testing.T) {
 				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
 				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
 			})
-			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take {
-				t.Errorf("got workers %d take %q ask %q; want %d %q %q", plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), tt.workers, tt.take, tt.ask)
+			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take || plan.Even != tt.even {
+				t.Errorf("got workers %d take %q ask %q even %v; want %d %q %q %v",
+					plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), plan.Even, tt.workers, tt.take, tt.ask, tt.even)
 			}
 		})
 	}

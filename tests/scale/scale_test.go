@@ -11,6 +11,7 @@
 //	                                      +10, -10, 5 crashes; prints the table and the goals
 //	SCALE_SHARDS=1000,4000                the sizes of a SCALE=1 run
 //	SCALE_OUT=path                        also writes the table (markdown) to path
+//	SCALE_TRACE=1                         prints every log line of the driver, with fake time
 //
 // The phases, each from one fake instant (the membership change):
 //

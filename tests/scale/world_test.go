@@ -9,6 +9,7 @@ package scale_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -525,6 +526,9 @@ var _ kinesis.WarnLogger = (*countLogger)(nil)
 func (l *countLogger) log(level, msg string, err error, f watermill.LogFields) {
 	l.w.mu.Lock()
 	defer l.w.mu.Unlock()
+	if os.Getenv("SCALE_TRACE") != "" {
+		fmt.Printf("%7.2fs %s %s %v err=%v\n", l.w.since().Seconds(), level, msg, l.fields.Add(f), err)
+	}
 	k := logKey{l.w.phase, level, msg, l.in.state == stateCrashed}
 	c := l.w.logs[k]
 	if c == nil {
