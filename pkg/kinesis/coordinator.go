@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -462,12 +463,24 @@ func (c *subscription) learnChildren(children []types.ChildShard) error {
 // the loop has run longer: a lease missing from an old listing may have been created, read to
 // its end and deleted since, and creating it again would read the shard twice. Deletions wait
 // longer than that (deleteFinishedAfter).
+//
+// Instances that start together on a new group all find every lease missing. Each goes through
+// the shards in an order of its own (lease.TakeOrder), and one that meets createdByOthers leases
+// created by another worker in a row lists again and skips what is there by then: in the scale
+// run, 50 instances on 4,000 shards sent 33,666 creates, 29,666 of them failed, and failed
+// conditional writes cost write units as the others do.
 func (c *subscription) createLeases(ids []string) error {
+	ids = slices.Clone(ids)
+	slices.SortStableFunc(ids, func(a, b string) int {
+		return cmp.Compare(lease.TakeOrder(c.cfg.Group.WorkerID, a), lease.TakeOrder(c.cfg.Group.WorkerID, b))
+	})
+	existed := 0
 	for _, id := range ids {
 		if _, ok := c.leases[id]; ok {
 			continue // leases are deleted only at SHARD_END, and then not created again
 		}
-		if c.cfg.Clock.Now().Sub(c.leasesListedAt) > leaseViewMaxAge(c.cfg) {
+		if existed >= createdByOthers || c.cfg.Clock.Now().Sub(c.leasesListedAt) > leaseViewMaxAge(c.cfg) {
+			existed = 0
 			if err := c.refreshLeases(); err != nil {
 				return err
 			}
@@ -480,15 +493,22 @@ func (c *subscription) createLeases(ids []string) error {
 			Group: c.cfg.Group.Name, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
 		})
 		cancel()
-		if err != nil && !errors.Is(err, lease.ErrLeaseExists) {
+		switch {
+		case errors.Is(err, lease.ErrLeaseExists):
+			existed++
+		case err != nil:
 			return fmt.Errorf("kinesis: creating the lease of shard %q of stream %q: %w", id, c.stream, err)
-		}
-		if err == nil {
+		default:
+			existed = 0
 			c.leases[id] = l
 		}
 	}
 	return nil
 }
+
+// createdByOthers is how many leases createLeases finds created by another worker in a row
+// before it lists the leases again.
+const createdByOthers = 8
 
 func (c *subscription) refreshLeases() error {
 	sent := c.cfg.Clock.Now() // the listing is as of some moment after this

@@ -1,6 +1,9 @@
 package lease
 
-import "sort"
+import (
+	"hash/fnv"
+	"sort"
+)
 
 // ShareInput is what a worker knows when it decides which leases to take: the group's leases on
 // one stream, as just listed, and the judgements it made from its own observations.
@@ -89,14 +92,25 @@ func PlanShare(in ShareInput) SharePlan {
 			available = true
 		}
 	}
+	var candidates []Lease
 	for _, l := range open {
-		if plan.Held+len(plan.Take) >= plan.Target {
-			break
-		}
 		if l.Owner != in.Self && (l.Free() || !live(l)) && eligible(l) {
-			plan.Take = append(plan.Take, l)
+			candidates = append(candidates, l)
 		}
 	}
+	// Each worker goes through the candidates in an order of its own (TakeOrder), so that
+	// workers taking at the same moment (instances started together, the survivors of a crash)
+	// mostly take different leases instead of all racing for the first ones in shard order
+	// and all but one failing: in the scale run, 873 of 1,277 takes failed after 5 of 50
+	// instances crashed, and the crashed instances' leases moved at about 90 per lease sync.
+	sort.SliceStable(candidates, func(i, j int) bool {
+		return TakeOrder(in.Self, candidates[i].ShardID) < TakeOrder(in.Self, candidates[j].ShardID)
+	})
+	if room := plan.Target - plan.Held; room < len(candidates) {
+		candidates = candidates[:max(room, 0)]
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].ShardID < candidates[j].ShardID })
+	plan.Take = candidates
 	if !available {
 		plan.Ask, plan.Even = asks(open, in.Self, workers, live, eligible)
 	}
@@ -201,4 +215,15 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 		}
 	}
 	return mine, even
+}
+
+// TakeOrder ranks a shard among those worker may take or create: a hash of the worker and the
+// shard, the same at every sync and different for every worker, so that workers acting on one
+// listing at once mostly act on different leases.
+func TakeOrder(self, shardID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(self))
+	h.Write([]byte{0})
+	h.Write([]byte(shardID))
+	return h.Sum64()
 }

@@ -54,7 +54,8 @@ func TestPlanShare(t *testing.T) {
 		{name: "exactly at target: nothing to do", owners: []string{"me", "me", "a", "a"}, workers: 2, target: 2, held: 2},
 		{name: "alone with some held: takes the rest", owners: []string{"me", "me", "me", "-"}, workers: 1, target: 4, held: 3, take: "s03"},
 		{name: "above target: keeps what it has, takes nothing", owners: []string{"me", "me", "me", "a", "-"}, workers: 2, target: 3, held: 3},
-		{name: "takes only up to target, asks for nothing while leases are free", owners: []string{"a", "-", "-", "-"}, workers: 2, target: 2, take: "s01,s02"},
+		// Which of the free ones: the worker's own order (takeOrder), reported in shard order.
+		{name: "takes only up to target, asks for nothing while leases are free", owners: []string{"a", "-", "-", "-"}, workers: 2, target: 2, take: "s02,s03"},
 		{name: "more workers than shards", owners: []string{"a", "b"}, workers: 3, target: 1},
 		{name: "one more than me is even enough", owners: []string{"a", "a", "b", "b", "me"}, workers: 3, target: 2, held: 1},
 		{name: "a's surplus fills b's gap first (name order): me asks for nothing", owners: []string{"a", "a", "a", "b", "me"}, workers: 3, target: 2, held: 1},
@@ -266,4 +267,33 @@ func even(ls []lease.Lease, ids []string) bool {
 		lo, hi = min(lo, counts[id]), max(hi, counts[id])
 	}
 	return hi-lo <= 1
+}
+
+// Workers that plan from the same listing at once go through the free leases in orders of their
+// own, so that most of their takes are of different leases: 10 workers, 100 free leases, 10
+// each. In shard order all ten would take the same 10 leases and 90 takes would fail.
+func TestPlanShareTakersSpread(t *testing.T) {
+	free := make([]string, 100)
+	for i := range free {
+		free[i] = "-"
+	}
+	var workers []string
+	for i := range 10 {
+		workers = append(workers, fmt.Sprintf("w%02d", i))
+	}
+	picked := map[string]int{}
+	for _, w := range workers {
+		plan := lease.PlanShare(lease.ShareInput{Self: w, Leases: ownedBy(free...), Members: workers})
+		if len(plan.Take) != 10 {
+			t.Fatalf("%s takes %d leases, want its target of 10", w, len(plan.Take))
+		}
+		for _, l := range plan.Take {
+			picked[l.ShardID]++
+		}
+	}
+	// Independent random picks would cover 100 × (1 − 0.9^10) ≈ 65 leases.
+	t.Logf("10 workers taking 10 of 100 free leases each picked %d different leases", len(picked))
+	if len(picked) < 50 {
+		t.Errorf("10 workers taking 10 of 100 free leases each picked only %d different leases, want at least 50", len(picked))
+	}
 }
