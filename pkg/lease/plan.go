@@ -51,9 +51,10 @@ type SharePlan struct {
 // pure: the same input gives the same plan.
 //
 // The rules: leases at ShardEnd do not count. Workers are the distinct live owners, the live
-// members and the decider, and each takes free or expired eligible leases up to
-// ceil(open/workers) in one pass, never beyond it, so it never takes more than its share while
-// another live worker is below it. When nothing is free or expired, the leases being read are
+// members and the decider, and each takes free or expired eligible leases up to its quota
+// (Quotas of the open leases, at most ceil(open/workers)) in one pass, in an order of its own
+// (TakeOrder), so it never takes more than its share while another live worker is below it,
+// and workers taking at once mostly take different leases. When nothing is free or expired, the leases being read are
 // split by Quotas, and every worker below its quota asks the workers above theirs for the
 // difference at once: the surpluses are matched with the gaps in name order, as every worker
 // computes from the same listing, so two workers do not ask for the same lease, and a request
@@ -106,7 +107,23 @@ func PlanShare(in ShareInput) SharePlan {
 	sort.SliceStable(candidates, func(i, j int) bool {
 		return TakeOrder(in.Self, candidates[i].ShardID) < TakeOrder(in.Self, candidates[j].ShardID)
 	})
-	if room := plan.Target - plan.Held; room < len(candidates) {
+	// Up to this worker's quota, not Target: with every worker allowed ceil(open/workers),
+	// the shares add up to more than there are leases, and the last to take came out short
+	// (after a crash at 4,000 shards, one survivor ended with 84 while the others held 89).
+	// Every worker computes the quotas from the same counts, so they add up to exactly the
+	// open leases.
+	held := map[string]int{}
+	names := make([]string, 0, len(workers))
+	for w := range workers {
+		names = append(names, w)
+	}
+	for _, l := range open {
+		if !l.Free() && live(l) && workers[l.Owner] {
+			held[l.Owner]++
+		}
+	}
+	quota := min(Quotas(len(open), names, held)[in.Self], plan.Target)
+	if room := quota - plan.Held; room < len(candidates) {
 		candidates = candidates[:max(room, 0)]
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].ShardID < candidates[j].ShardID })
