@@ -385,7 +385,7 @@ func (c *subscription) deleteFinished(l lease.Lease, why string) bool {
 		return true
 	case err != nil && !c.warnedDeletes:
 		c.warnedDeletes = true
-		warn(c.logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and is read at every lease sync", err,
+		warn(c.logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and every lease listing reads it", err,
 			c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
 		return false
 	case err != nil:

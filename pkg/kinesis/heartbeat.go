@@ -70,7 +70,7 @@ func (c *subscription) startHeartbeat() {
 
 // beat is the heartbeat goroutine. It ends with the subscription's context and then closes
 // hb.done. A failed heartbeat is retried at the next interval; one that keeps failing is logged
-// once at WARN (the others then list the leases at every sync, and count this worker out of the
+// once at WARN (the others list the leases when they see it miss a heartbeat, and count this worker out of the
 // shares), and the lease syncs, which meet the same store, report a store that is down.
 func (c *subscription) beat() {
 	defer close(c.hb.done)

@@ -51,7 +51,7 @@ type shardReader struct {
 	lost     chan struct{} // closed by the coordinator when the lease moved to another owner
 	ready    chan error    // gets one value: nil once the iterator is held, or why not
 	finished chan struct{} // closed by run when nothing of the reader runs any more but its exit report
-	// handoff gets a value from the coordinator at each lease sync that finds another
+	// handoff gets a value from the coordinator at each lease listing that finds another
 	// worker waiting for this lease (buffered 1; a signal already pending is enough).
 	handoff  chan struct{}
 	lostOnce sync.Once
