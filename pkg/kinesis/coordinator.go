@@ -126,7 +126,47 @@ func (c *subscription) start() error {
 	if err := c.syncShards(); err != nil {
 		return err
 	}
+	if c.grouped() && c.anyFree() {
+		if err := c.awaitJoiners(); err != nil {
+			return err
+		}
+	}
 	return c.startReaders()
+}
+
+// joinWait is how long a grouped Subscribe that finds free leases waits for instances starting
+// with it: one and a half heartbeat intervals (1.5 s at the defaults), so that every member
+// that heartbeats is seen to move, but at most maxJoinWait, where a new record is the sign.
+func joinWait(cfg SubscriberConfig) time.Duration { return min(quietMember(cfg), maxJoinWait) }
+
+// maxJoinWait bounds joinWait with long lease syncs.
+const maxJoinWait = 2 * time.Second
+
+// anyFree: the leases listed show a free lease this worker could read.
+func (c *subscription) anyFree() bool {
+	for _, l := range c.leases {
+		if l.Free() && c.eligible(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitJoiners holds a subscription that would take free leases for joinWait after a first
+// read of the members, so that the lease sync that follows counts every instance that started
+// about when this one did: their records appear in between (lease.MemberTracker counts a record
+// that appeared since its first read), or their heartbeats move. Without it, of instances that
+// start together, the first took every free lease and the others then had to ask for theirs.
+func (c *subscription) awaitJoiners() error {
+	c.syncMembers()
+	wait := c.cfg.Clock.NewTimer(joinWait(c.cfg))
+	defer wait.Stop()
+	select {
+	case <-wait.C():
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
 }
 
 // run is the coordinator goroutine: periodic lease and shard syncs, and reader exits.

@@ -113,7 +113,7 @@ func (w *fltWorld) tryStart(id string, tweak func(*kinesis.SubscriberConfig)) (*
 		w.t.Fatalf("NewSubscriber %s: %v", id, err)
 	}
 	wk.sub = sub
-	ch, err := sub.Subscribe(context.Background(), w.e.stream)
+	ch, err := w.subscribe(sub)
 	if err != nil {
 		_ = sub.Close()
 		w.settle()

@@ -688,13 +688,38 @@ func (w *grpWorld) start(id string) *grpWorker {
 	w.mu.Lock()
 	w.workers = append(w.workers, wk)
 	w.mu.Unlock()
-	ch, err := sub.Subscribe(context.Background(), w.e.stream)
+	ch, err := w.subscribe(sub)
 	if err != nil {
 		w.t.Fatalf("Subscribe %s: %v", id, err)
 	}
 	go wk.consume(ch)
 	w.settle()
 	return wk
+}
+
+// subscribe calls Subscribe on a goroutine of its own and takes steps of fake time until it
+// returns: a Subscribe that finds free leases waits for instances starting with it on the
+// clock (awaitJoiners).
+func (w *grpWorld) subscribe(sub *kinesis.Subscriber) (<-chan *message.Message, error) {
+	w.t.Helper()
+	type result struct {
+		ch  <-chan *message.Message
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ch, err := sub.Subscribe(context.Background(), w.e.stream)
+		done <- result{ch, err}
+	}()
+	for {
+		w.settle()
+		select {
+		case r := <-done:
+			return r.ch, r.err
+		default:
+			w.step()
+		}
+	}
 }
 
 func (wk *grpWorker) event(hook string, ev kinesis.ShardEvent) {

@@ -1,7 +1,6 @@
 package kinesis_test
 
 import (
-	"context"
 	"sort"
 	"sync"
 	"testing"
@@ -71,7 +70,7 @@ func TestRegress_TwoSubscriptionsOneSubscriber(t *testing.T) {
 	from := w.now()
 	w.publishing = true
 	for _, name := range []string{"first", "second"} {
-		ch, err := sub.Subscribe(context.Background(), w.e.stream)
+		ch, err := w.subscribe(sub)
 		if err != nil {
 			t.Fatalf("Subscribe (%s): %v", name, err)
 		}

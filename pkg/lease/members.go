@@ -59,7 +59,8 @@ func validateMember(op string, m Member) error {
 // It is not safe for concurrent use: the coordinator goroutine that reads the members owns it.
 type MemberTracker struct {
 	obs   map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
-	moved map[string]bool        // workers whose counter this tracker has seen change
+	moved map[string]bool        // workers whose counter this tracker has seen change, or that appeared
+	reads int                    // reads observed
 }
 
 // NewMemberTracker returns a MemberTracker that has observed nothing.
@@ -68,17 +69,20 @@ func NewMemberTracker() *MemberTracker {
 }
 
 // Observe records a full read of the members (a Members result) made at now. Members missing
-// from it are forgotten: they left, or their record was removed.
+// from it are forgotten: they left, or their record was removed. A record that was not there at
+// the previous read counts as moved: it was written since, by a worker that was alive then
+// (only a record present at the first read may be one left by a worker long gone).
 func (t *MemberTracker) Observe(members []Member, now time.Time) {
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		seen[m.Worker] = struct{}{}
 		prev, known := t.obs[m.Worker]
 		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Counter: m.Counter}, now)
-		if known && prev.Counter != m.Counter {
+		if known && prev.Counter != m.Counter || !known && t.reads > 0 {
 			t.moved[m.Worker] = true
 		}
 	}
+	t.reads++
 	for w := range t.obs {
 		if _, ok := seen[w]; !ok {
 			delete(t.obs, w)
@@ -87,9 +91,10 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 	}
 }
 
-// Live returns the members whose heartbeat this tracker has seen move, the last time within
-// fresh, sorted. A record read only once does not count: it may be that of a worker that has
-// crashed or closed without removing it, whose heartbeat will never move again, and counting
+// Live returns the members whose heartbeat this tracker has seen move (or whose record appeared
+// after its first read), the last time within fresh, sorted. A record present at the first
+// read and not seen to move since does not count: it may be that of a worker that has crashed
+// or closed without removing it, whose heartbeat will never move again, and counting
 // it would hold the others below their share for a lease duration. A member heartbeats at every
 // lease sync, so fresh is a few lease syncs: a worker that stops is counted out well before its
 // leases expire, and those leases are taken as soon as they do.

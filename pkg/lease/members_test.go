@@ -8,8 +8,9 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// TestMemberTracker: a member counts once its heartbeat has been seen to move, until it has not
-// moved for the freshness window on the observer's clock; one missing from a read is forgotten;
+// TestMemberTracker: a member counts once its heartbeat has been seen to move (or its record
+// appeared after the first read), until it has not moved for the freshness window on the
+// observer's clock; one missing from a read is forgotten;
 // Stale names those quiet for longer, with the counter last read.
 func TestMemberTracker(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
@@ -33,8 +34,9 @@ func TestMemberTracker(t *testing.T) {
 		{at: 9 * time.Second, read: []lease.Member{member("a", 4), member("b", 8)}, wantLive: []string{"a", "b"}},
 		{at: 10 * time.Second, read: []lease.Member{member("a", 5), member("b", 8)}, wantLive: []string{"a"},
 			staleFor: 6 * time.Second, wantStale: []string{"b"}},
-		// c joins: counted from its second heartbeat; b comes back: counted again.
-		{at: 12 * time.Second, read: []lease.Member{member("a", 6), member("b", 9), member("c", 1)}, wantLive: []string{"a", "b"},
+		// c joins: its record appeared since the last read, so it counts at once; b comes
+		// back: counted again.
+		{at: 12 * time.Second, read: []lease.Member{member("a", 6), member("b", 9), member("c", 1)}, wantLive: []string{"a", "b", "c"},
 			staleFor: time.Second, wantStale: nil},
 		{at: 14 * time.Second, read: []lease.Member{member("a", 7), member("b", 10), member("c", 2)}, wantLive: []string{"a", "b", "c"}},
 		// a left (its record removed): forgotten.
