@@ -50,7 +50,7 @@ type subscription struct {
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned map[string]types.Shard
-	leases  map[string]lease.Lease // the group's leases at the last lease sync
+	leases  map[string]lease.Lease // the group's leases at the last listing, and as this worker's writes left them
 	tracker *lease.Tracker
 	members *lease.MemberTracker // the group's members at the last lease sync
 	hb      heartbeat            // this subscription's member record (its own goroutine; see heartbeat)
@@ -63,6 +63,11 @@ type subscription struct {
 	// listSoon: something since the last listing (a reader's exit, a take or request that
 	// failed) makes the next lease sync list the leases.
 	listSoon bool
+	// changes is this worker's lease.Member.Changes, which its heartbeats carry: moved (by the
+	// coordinator and the readers) when it created leases, released one or a reader paused,
+	// so that the others list the leases. changesAtList are the others' as of the last listing.
+	changes       atomic.Int64
+	changesAtList map[string]int64
 	// warnedMembers: a member record could not be removed, and WARN said so once.
 	warnedMembers bool
 	asked         map[string]handoffAsk // shards whose lease this worker asked for: when, and of whom
@@ -79,8 +84,8 @@ type subscription struct {
 	skipped       map[string]bool   // closed shards a LATEST start skips (logged once each)
 	progress      map[string]string // without a group: where a restarted reader resumes
 	failures      map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
-	// lastLeaseSync is when the lease store last answered a lease listing (UnixNano, on the
-	// clock), for Subscriber.Health on other goroutines.
+	// lastLeaseSync is when the lease store last answered a lease sync's member read or a
+	// lease listing (UnixNano, on the clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64
 }
 
@@ -516,8 +521,11 @@ func (c *subscription) createLeases(ids []string) error {
 	})
 	existed := 0
 	for _, id := range ids {
-		if _, ok := c.leases[id]; ok {
-			continue // leases are deleted only at SHARD_END, and then not created again
+		if _, ok := c.leases[id]; ok || c.finishedWithoutLease(id) {
+			// Leases are deleted only at SHARD_END, and then not created again; a shard known
+			// to be finished stays so, whatever listing said it. Only a shard that may need a
+			// lease is worth a fresh listing.
+			continue
 		}
 		if existed >= createdByOthers || c.cfg.Clock.Now().Sub(c.leasesListedAt) > leaseViewMaxAge(c.cfg) {
 			existed = 0
@@ -541,6 +549,7 @@ func (c *subscription) createLeases(ids []string) error {
 		default:
 			existed = 0
 			c.leases[id] = l
+			c.changes.Add(1) // the others see new leases at their next listing: list now
 		}
 	}
 	return nil

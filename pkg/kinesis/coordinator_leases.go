@@ -3,10 +3,13 @@ package kinesis
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -29,9 +32,12 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 	listed := false
 	if c.leaseListDue(now, members) {
 		if err := c.refreshLeases(); err != nil {
+			c.listSoon = true // what made it due (a member gone quiet, say) is not seen twice
 			return nil, err
 		}
 		listed, c.liveAtList, c.recordsAtList, c.listSoon = true, members, c.memberRecords(), false
+		c.changesAtList = c.memberChanges()
+		c.learnFromLeases()
 		c.fenceReaders()
 	}
 	me := c.cfg.Group.WorkerID
@@ -57,10 +63,11 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 		Eligible: c.eligible,
 		Members:  members,
 	})
-	if !plan.Even {
-		// Until this worker's listing shows every worker at its quota, the group is still
-		// moving, and the next lease sync lists again to see how (and, if its plan is still
-		// to ask, whom to ask).
+	if len(plan.Take) > 0 || len(plan.Ask) > 0 || plan.Held < plan.Quota {
+		// This worker is not at its share yet: the next lease sync lists again to see how
+		// its takes and requests went (and, if what it lacks was asked for by others, whether
+		// they got it). A worker at its share waits for a change: an uneven split between
+		// others is theirs to mend.
 		c.listSoon = true
 	}
 	var started []*shardReader
@@ -107,14 +114,26 @@ func (c *subscription) takeLeases() ([]*shardReader, error) {
 func leaseListMaxAge(cfg SubscriberConfig) time.Duration { return 30 * cfg.Group.LeaseSyncInterval }
 
 // leaseListDue: the lease sync lists the leases, because this worker never did, something
-// changed since (the members; a member that went quiet; a reader of this worker that exited; a
-// take or request that failed; a member read that failed, which may have hidden any of these),
-// the last listing did not show the group even (lease.SharePlan.Even), it waits for a lease it asked for (the handoff shows
-// only in a listing), or the last listing is leaseListMaxAge old.
+// changed since (the members; another member's Changes, moved when it created or released
+// leases or a reader of it paused; a member that went quiet; a reader of this worker that
+// exited; a take or request that failed; a member read that failed, which may have hidden any
+// of these), the last plan left this worker below its quota, it waits for a lease it asked for
+// (the handoff shows only in a listing), or the last listing is leaseListMaxAge old.
 func (c *subscription) leaseListDue(now time.Time, live []string) bool {
 	return c.leasesListedAt.IsZero() || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||
 		!slices.Equal(live, c.liveAtList) || !slices.Equal(c.memberRecords(), c.recordsAtList) ||
-		now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
+		!maps.Equal(c.memberChanges(), c.changesAtList) || now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
+}
+
+// memberChanges are the other members' lease.Member.Changes as last read.
+func (c *subscription) memberChanges() map[string]int64 {
+	ch := map[string]int64{}
+	for _, m := range c.members.Observed() {
+		if m.Worker != c.cfg.Group.WorkerID {
+			ch[m.Worker] = m.Changes
+		}
+	}
+	return ch
 }
 
 // memberRecords are the workers whose member records the last member read showed, live or not:
@@ -156,6 +175,39 @@ func (c *subscription) aliveMembers(now time.Time) map[string]bool {
 		}
 	}
 	return alive
+}
+
+// learnFromLeases adds to the known shards those that only the leases show: children of a
+// reshard whose leases another worker created when its read reached the parent's end. Without
+// them this worker could not take such a lease (eligible needs a known shard) until its next
+// shard listing, up to ShardSyncInterval later. A lease of an unfinished shard is created only
+// for a shard that a listing or a read's ChildShards showed; the next shard listing confirms
+// it, as it does the children learnChildren adds.
+func (c *subscription) learnFromLeases() {
+	for id, l := range c.leases {
+		if _, known := c.shards[id]; known || l.Checkpoint == lease.ShardEnd || len(l.Parents) == 0 || !c.allKnown(l.Parents) {
+			continue // only a reshard's children, of parents still listed: not a shard gone from the stream
+		}
+		s := types.Shard{ShardId: aws.String(id)}
+		if len(l.Parents) > 0 {
+			s.ParentShardId = aws.String(l.Parents[0])
+		}
+		if len(l.Parents) > 1 {
+			s.AdjacentParentShardId = aws.String(l.Parents[1])
+		}
+		c.shards[id], c.learned[id] = s, s
+		c.invalidateFinished()
+	}
+}
+
+// allKnown: every shard is in the known shards.
+func (c *subscription) allKnown(ids []string) bool {
+	for _, id := range ids {
+		if _, ok := c.shards[id]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // fenceReaders, right after a listing, stops the readers whose lease moved on and tells those
@@ -238,18 +290,21 @@ func (c *subscription) removeMember(m lease.Member, done string) {
 	}
 }
 
-// leave removes this subscription's member record as it closes, while its readers release
-// their leases, so that the others count it out at their next lease sync (its leases count
-// for it as long as they are held). A heartbeat cut short by the close may have landed, so a
-// removal refused for a moved counter is tried once more with the counter read back. The
-// calls run on a context of their own (the subscription's is cancelled by now), bounded by
-// CloseTimeout/2 as the readers' last writes, which run meanwhile.
+// leave removes this subscription's member record as it closes, once its readers have
+// released their leases: the record going makes the others list the leases at their next
+// lease sync and take the released ones. (Removed while the readers were still releasing, a
+// listing in between showed the leaver's leases held, and the others then found them free only
+// about a LeaseDuration later.) A heartbeat cut short by the close may have landed, so a
+// removal refused for a moved counter is tried once more with the counter read back. The calls
+// run on a context of their own (the subscription's is cancelled by now), bounded by
+// CloseTimeout/4, after the readers' last writes (CloseTimeout/2), so that Close still returns
+// within CloseTimeout.
 func (c *subscription) leave() {
 	member := c.lastMember()
 	if !c.grouped() || member.Counter == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/2)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/4)
 	defer cancel()
 	err := c.cfg.Group.LeaseStore.RemoveMember(ctx, member)
 	if errors.Is(err, lease.ErrMemberChanged) {
@@ -278,6 +333,7 @@ func (c *subscription) releaseFinished(l lease.Lease) {
 		c.logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
 	}
+	c.changes.Add(1)
 	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
 		"shard": l.ShardID, "generation": l.Generation, "reason": releaseShardFinished, "checkpoint": l.Checkpoint}))
 	c.metrics.forShard(c.stream, c.cfg.Group.Name, l.ShardID).count(c.metrics.released, 1)
@@ -453,7 +509,8 @@ func (c *subscription) parentsDone(parents []string) bool {
 // The answers are kept (c.finished) until the leases or the shards change: refreshLeases,
 // deleteFinished and every change of c.shards drop them (invalidateFinished). A lease taken
 // between two listings could only turn a false into a true, which the next listing brings;
-// createLeases, which must not act on a stale false, always runs right after a listing.
+// createLeases, which must not act on a stale false, asks again after a listing no older than
+// leaseViewMaxAge.
 func (c *subscription) finishedWithoutLease(id string) bool {
 	if _, ok := c.leases[id]; ok {
 		return false

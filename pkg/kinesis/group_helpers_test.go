@@ -982,11 +982,11 @@ func (s *grpStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
+func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
 	var m lease.Member
 	_, err := s.call(ctx, lease.OpHeartbeat, lease.Lease{}, func() (lease.Lease, error) {
 		var err error
-		m, err = s.inner.Heartbeat(ctx, group, stream, worker)
+		m, err = s.inner.Heartbeat(ctx, group, stream, worker, changes)
 		return lease.Lease{}, err
 	})
 	return m, err

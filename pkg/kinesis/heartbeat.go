@@ -30,7 +30,9 @@ type heartbeat struct {
 
 // heartbeatInterval is how often a member heartbeats: twice per lease sync, so that a member
 // read once per sync that shows no move has missed one (quietMember).
-func heartbeatInterval(cfg SubscriberConfig) time.Duration { return cfg.Group.LeaseSyncInterval / 2 }
+func heartbeatInterval(cfg SubscriberConfig) time.Duration {
+	return max(cfg.Group.LeaseSyncInterval/2, time.Millisecond) // a ticker needs a positive period
+}
 
 // quietMember is how long a member's heartbeat may show no move before the others list the
 // leases to watch its leases' counters: one and a half heartbeat intervals.
@@ -39,7 +41,7 @@ func quietMember(cfg SubscriberConfig) time.Duration { return 3 * heartbeatInter
 // heartbeatOnce writes the member record once, bounded by RequestTimeout.
 func (c *subscription) heartbeatOnce() error {
 	ctx, cancel := c.callContext()
-	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID)
+	m, err := c.cfg.Group.LeaseStore.Heartbeat(ctx, c.cfg.Group.Name, c.stream, c.cfg.Group.WorkerID, c.changes.Load())
 	cancel()
 	if err != nil {
 		return err

@@ -139,3 +139,38 @@ func TestGroupQuietListsRarely(t *testing.T) {
 	w.check()
 	goleak.VerifyNone(t, ignore)
 }
+
+// After a split, the children's leases are created by the worker that read the parent to its
+// end, which may be at its share already: the others take them within a few lease syncs,
+// although a quiet group lists the leases only once a minute, because the creator's member
+// record shows that it created leases (lease.Member.Changes). Without that, the second child
+// waited for the others' next shard sync (20 s here).
+func TestGroupSplitChildrenTakenByOthers(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 6)
+	w1 := w.start("w1")
+	w2 := w.start("w2")
+	w3 := w.start("w3")
+	w.runUntil("spread over w1, w2 and w3", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2", "w3") })
+	w.steps(10*grpSyncInterval + 12*time.Second) // quiet: nobody lists at every sync
+	own := w.owned("w3")
+	lo, hi := w.e.subSplit(own[0])
+	d := w.runUntil("both children taken", time.Minute, func() bool {
+		var owners int
+		for _, l := range w.leases() {
+			if (l.ShardID == lo || l.ShardID == hi) && l.Owner != "" {
+				owners++
+			}
+		}
+		return owners == 2
+	})
+	t.Logf("split of %s: both children taken %s later (%s)", own[0], d, w.counts("w1", "w2", "w3"))
+	if limit := 3*grpSyncInterval + grpStep; d > limit {
+		t.Errorf("both children of a split taken %s after it, want within %s", d, limit)
+	}
+	w.close(w3)
+	w.close(w2)
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}

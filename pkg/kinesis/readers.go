@@ -310,17 +310,19 @@ func (c *subscription) startUnleased() []*shardReader {
 // shutdown stops every reader and waits until each has given its lease up, then closes out
 // and done. It runs on the coordinator goroutine, or on Subscribe's when starting failed.
 //
-// Order: cancel the readers' contexts; close quit, so that no exit report blocks any more;
-// wait for each reader in the table to finish (checkpoint, release); close out, so that no
-// send can follow; close done, which Close waits for.
+// Order: cancel the readers' contexts (and the heartbeat's); close quit, so that no exit
+// report blocks any more; wait for the heartbeat goroutine and for each reader in the table to
+// finish (checkpoint, release); remove the member record (leave), which makes the others list
+// the leases and find the released ones free; close out, so that no send can follow; close
+// done, which Close waits for.
 func (c *subscription) shutdown() {
 	c.cancel()
 	close(c.quit)
-	c.stopHeartbeat() // before leave, which removes the record the last heartbeat left
-	c.leave()         // while the readers release their leases: the others take them at their next sync
+	c.stopHeartbeat()
 	for _, id := range sortedKeys(c.readers.byShard) {
 		<-c.readers.byShard[id].r.finished
 	}
+	c.leave()
 	close(c.out)
 	close(c.done)
 }

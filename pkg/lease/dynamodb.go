@@ -47,6 +47,7 @@ const (
 	attrOwner        = "owner"
 	attrGeneration   = "generation"
 	attrCounter      = "counter"
+	attrChanges      = "changes" // member records only: see Member.Changes
 	attrCheckpoint   = "checkpoint"
 	attrParents      = "parents"
 	attrPendingOwner = "pending_owner"

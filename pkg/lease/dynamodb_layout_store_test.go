@@ -186,7 +186,7 @@ func TestDynamoDBStoreMarksOldPartition(t *testing.T) {
 	if _, err := s.Renew(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Heartbeat(ctx, "g", "s", "worker-a"); err != nil {
+	if _, err := s.Heartbeat(ctx, "g", "s", "worker-a", 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := cc.count("Query") - queries; got != 0 {
@@ -222,7 +222,7 @@ func TestDynamoDBStoreRefusesOldLayout(t *testing.T) {
 
 	errs := calls(ctx, s, old)
 	errs[lease.OpDeleteFinished] = s.DeleteFinished(ctx, old)
-	_, errs[lease.OpHeartbeat] = s.Heartbeat(ctx, "g", "s", "worker-b")
+	_, errs[lease.OpHeartbeat] = s.Heartbeat(ctx, "g", "s", "worker-b", 0)
 	for op, err := range errs {
 		if !errors.Is(err, lease.ErrOldLeaseLayout) {
 			t.Errorf("%s: %v, want ErrOldLeaseLayout", op, err)
@@ -470,7 +470,7 @@ func TestDynamoDBStoreMembersOfThisLayout(t *testing.T) {
 	c := dynamoClient(t)
 	s, table := newTableStore(t, c, c, "oldmember")
 	ctx := t.Context()
-	if _, err := s.Heartbeat(ctx, "g", "s", "worker-new"); err != nil {
+	if _, err := s.Heartbeat(ctx, "g", "s", "worker-new", 0); err != nil {
 		t.Fatal(err)
 	}
 	putItem(t, c, table, map[string]types.AttributeValue{
@@ -504,7 +504,7 @@ func TestDynamoDBStoreItemSizes(t *testing.T) {
 	if l, err = s.RequestHandoff(ctx, l, "worker-b"); err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.Heartbeat(ctx, "billing", "orders", "worker-a")
+	m, err := s.Heartbeat(ctx, "billing", "orders", "worker-a", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

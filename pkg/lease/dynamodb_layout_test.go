@@ -76,7 +76,7 @@ func TestDynamoDBItemSize(t *testing.T) {
 	m := Member{Group: "billing", Stream: "orders", Worker: "worker-a", Counter: 5}
 	wantMember := len("pk") + len("#orders|billing") + len("shard_id") + len("worker-a") +
 		len("group") + len("billing") + len("stream") + len("orders") + len("counter") + 2 +
-		len("layout") + len("buckets-16")
+		len("layout") + len("buckets-16") + len("changes") + 2 // 0: (1+1)/2+1
 	if got := DynamoDBMemberItemSize(m); got != wantMember {
 		t.Fatalf("DynamoDBMemberItemSize = %d, want %d", got, wantMember)
 	}

@@ -36,6 +36,7 @@ func memberToItem(m Member) map[string]types.AttributeValue {
 	item[attrGroup] = &types.AttributeValueMemberS{Value: m.Group}
 	item[attrStream] = &types.AttributeValueMemberS{Value: m.Stream}
 	item[attrCounter] = numberValue(m.Counter)
+	item[attrChanges] = numberValue(m.Changes)
 	item[attrLayout] = &types.AttributeValueMemberS{Value: layoutName}
 	return item
 }
@@ -59,8 +60,8 @@ func (s *DynamoDBStore) beforeMember(ctx context.Context, op string, m Member) e
 // the record with counter 1) and marks the record as one of this layout. Like a lease write it
 // is refused while the group has leases in the old layout (ErrOldLeaseLayout): a worker that
 // cannot take a lease must not be counted for the shares, by this version or an earlier one.
-func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker string) (Member, error) {
-	m := Member{Group: group, Stream: stream, Worker: worker}
+func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error) {
+	m := Member{Group: group, Stream: stream, Worker: worker, Changes: changes}
 	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}
@@ -70,13 +71,13 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker str
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
 		Key:              memberKeyItem(m),
-		UpdateExpression: aws.String("SET #g = :g, #s = :s, #l = :l ADD #c :one"),
+		UpdateExpression: aws.String("SET #g = :g, #s = :s, #l = :l, #ch = :ch ADD #c :one"),
 		ExpressionAttributeNames: map[string]string{
-			"#g": attrGroup, "#s": attrStream, "#c": attrCounter, "#l": attrLayout,
+			"#g": attrGroup, "#s": attrStream, "#c": attrCounter, "#l": attrLayout, "#ch": attrChanges,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":g": &types.AttributeValueMemberS{Value: group}, ":s": &types.AttributeValueMemberS{Value: stream},
-			":l": &types.AttributeValueMemberS{Value: layoutName}, ":one": numberValue(1),
+			":l": &types.AttributeValueMemberS{Value: layoutName}, ":one": numberValue(1), ":ch": numberValue(changes),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -87,7 +88,7 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker str
 		return Member{}, s.callErr(OpHeartbeat, m.Key(), errors.New("UpdateItem returned no answer"))
 	}
 	got, err := memberFromItem(out.Attributes)
-	if err == nil && got != (Member{Group: group, Stream: stream, Worker: worker, Counter: got.Counter}) {
+	if err == nil && got != (Member{Group: group, Stream: stream, Worker: worker, Counter: got.Counter, Changes: changes}) {
 		err = fmt.Errorf("the written item is the member record of %s", got.Key())
 	}
 	if err != nil {
@@ -202,6 +203,16 @@ func memberFromItem(item map[string]types.AttributeValue) (Member, error) {
 		errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrCounter, nv.Value, err))
 	} else {
 		m.Counter = n
+	}
+	// changes is absent from the records of earlier versions: 0.
+	if nv, ok := item[attrChanges].(*types.AttributeValueMemberN); ok && nv != nil {
+		if n, err := strconv.ParseInt(nv.Value, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrChanges, nv.Value, err))
+		} else {
+			m.Changes = n
+		}
+	} else if _, present := item[attrChanges]; present {
+		errs = append(errs, fmt.Errorf("attribute %q is not a number (N)", attrChanges))
 	}
 	if pk != "" && m.Group != "" && m.Stream != "" && pk != memberPartitionKey(m.Group, m.Stream) {
 		errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q and group %q", attrPK, pk, m.Stream, m.Group))

@@ -22,6 +22,10 @@ type Member struct {
 	// Counter increments with every heartbeat. Others judge a member gone when its counter has
 	// not moved for the lease duration, timed on their own clock, as they judge leases.
 	Counter int64
+	// Changes is a count the worker moves whenever it changed the leases in a way the others
+	// cannot see without listing them (it created leases, released one, a reader of it paused),
+	// written with each heartbeat as given: a worker that sees it move lists the leases.
+	Changes int64
 }
 
 // Key is the member's record key: Key.ShardID carries the worker name.
@@ -58,14 +62,15 @@ func validateMember(op string, m Member) error {
 //
 // It is not safe for concurrent use: the coordinator goroutine that reads the members owns it.
 type MemberTracker struct {
-	obs   map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
-	moved map[string]bool        // workers whose counter this tracker has seen change, or that appeared
-	reads int                    // reads observed
+	obs     map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
+	changes map[string]int64       // by worker: Changes as last read
+	moved   map[string]bool        // workers whose counter this tracker has seen change, or that appeared
+	reads   int                    // reads observed
 }
 
 // NewMemberTracker returns a MemberTracker that has observed nothing.
 func NewMemberTracker() *MemberTracker {
-	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool)}
+	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool), changes: make(map[string]int64)}
 }
 
 // Observe records a full read of the members (a Members result) made at now. Members missing
@@ -76,6 +81,7 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		seen[m.Worker] = struct{}{}
+		t.changes[m.Worker] = m.Changes
 		prev, known := t.obs[m.Worker]
 		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Counter: m.Counter}, now)
 		if known && prev.Counter != m.Counter || !known && t.reads > 0 {
@@ -87,6 +93,7 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 		if _, ok := seen[w]; !ok {
 			delete(t.obs, w)
 			delete(t.moved, w)
+			delete(t.changes, w)
 		}
 	}
 }
@@ -133,12 +140,12 @@ func (t *MemberTracker) Quiet(worker string, now time.Time, d time.Duration) boo
 	return ok && Expired(o, now, d)
 }
 
-// Observed returns the members of the last read, each with the counter last read, sorted by
-// worker.
+// Observed returns the members of the last read, each with the counter and changes last read,
+// sorted by worker (Group and Stream are not set).
 func (t *MemberTracker) Observed() []Member {
 	out := make([]Member, 0, len(t.obs))
 	for w, o := range t.obs {
-		out = append(out, Member{Worker: w, Counter: o.Counter})
+		out = append(out, Member{Worker: w, Counter: o.Counter, Changes: t.changes[w]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
 	return out

@@ -263,8 +263,8 @@ func (s *MemoryStore) DeleteFinished(ctx context.Context, observed Lease) error 
 }
 
 // Heartbeat implements Store.
-func (s *MemoryStore) Heartbeat(ctx context.Context, group, stream, worker string) (Member, error) {
-	m := Member{Group: group, Stream: stream, Worker: worker}
+func (s *MemoryStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error) {
+	m := Member{Group: group, Stream: stream, Worker: worker, Changes: changes}
 	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}

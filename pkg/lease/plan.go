@@ -41,10 +41,10 @@ type SharePlan struct {
 	// (RequestHandoff), all in this sync: as many as bring it to its quota (Quotas). Their
 	// owners hand them over (checkpoint, then Handoff) when they see the requests.
 	Ask []Lease
-	// Even: nothing is free or expired, and every worker holds its quota (a lease asked for
-	// counting for the worker that asked). A worker whose listing shows an even group has
-	// nothing to do until something changes; until then, each lease sync should list again.
-	Even bool
+	// Quota is the decider's share (Quotas of the open leases, at most Target). A worker below
+	// it with nothing to take or ask for yet (the leases it lacks are asked for by others,
+	// say) should look again at its next lease sync.
+	Quota int
 }
 
 // PlanShare decides which leases a worker takes and which it asks other workers for. It is
@@ -122,14 +122,14 @@ func PlanShare(in ShareInput) SharePlan {
 			held[l.Owner]++
 		}
 	}
-	quota := min(Quotas(len(open), names, held)[in.Self], plan.Target)
-	if room := quota - plan.Held; room < len(candidates) {
+	plan.Quota = min(Quotas(len(open), names, held)[in.Self], plan.Target)
+	if room := plan.Quota - plan.Held; room < len(candidates) {
 		candidates = candidates[:max(room, 0)]
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].ShardID < candidates[j].ShardID })
 	plan.Take = candidates
 	if !available {
-		plan.Ask, plan.Even = asks(open, in.Self, workers, live, eligible)
+		plan.Ask = asks(open, in.Self, workers, live, eligible)
 	}
 	return plan
 }
@@ -178,11 +178,11 @@ func Quotas(n int, workers []string, held map[string]int) map[string]int {
 }
 
 // asks matches, in name order, every worker above its quota with every worker below it, and
-// returns the leases self should ask for, and whether every worker holds its quota already. The
-// leases being read are the owned, live ones (a free lease waiting for its parents does not
-// count); one already asked for counts for the worker that asked. An owner's leases go from the
-// last in shard order, skipping ineligible ones and those already asked for.
-func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) ([]Lease, bool) {
+// returns the leases self should ask for. The leases being read are the owned, live ones (a
+// free lease waiting for its parents does not count); one already asked for counts for the
+// worker that asked. An owner's leases go from the last in shard order, skipping ineligible
+// ones and those already asked for.
+func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) []Lease {
 	held := map[string]int{}
 	askable := map[string][]Lease{} // by owner, in shard order
 	total := 0
@@ -206,12 +206,6 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 	}
 	sort.Strings(names)
 	quotas := Quotas(total, names, held)
-	even := true
-	for _, w := range names {
-		if held[w] != quotas[w] {
-			even = false
-		}
-	}
 	var mine []Lease
 	taker := 0
 	for _, owner := range names {
@@ -221,7 +215,7 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 				taker++
 			}
 			if taker == len(names) {
-				return mine, even
+				return mine
 			}
 			l := own[len(own)-1]
 			own = own[:len(own)-1]
@@ -231,7 +225,7 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 			}
 		}
 	}
-	return mine, even
+	return mine
 }
 
 // TakeOrder ranks a shard among those worker may take or create: a hash of the worker and the

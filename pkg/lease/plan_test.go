@@ -168,7 +168,7 @@ func TestPlanShareAsk(t *testing.T) {
 		ineligible string
 		workers    int
 		take, ask  string
-		even       bool // every worker holds its quota: nothing to do until something changes
+		quota      int // checked when not 0
 	}{
 		{name: "a newcomer asks for its whole share at once",
 			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"a", "b"}, workers: 2, ask: "s03,s02"},
@@ -181,11 +181,13 @@ func TestPlanShareAsk(t *testing.T) {
 		{name: "two owners above their share fill one gap: one lease from each",
 			self: "c", leases: []string{"a", "a", "a", "b", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s02,s05"},
 		{name: "even already: nothing asked",
-			self: "c", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, even: true},
+			self: "c", leases: []string{"a", "a", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, quota: 1},
 		{name: "even once the requests pending land: nothing more asked",
-			self: "c", leases: []string{"a", "a>c", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, even: true},
-		{name: "uneven between others: nothing for c to do, but not even",
-			self: "c", leases: []string{"a", "a", "a", "b", "c", "c"}, members: []string{"a", "b", "c"}, workers: 3},
+			self: "c", leases: []string{"a", "a>c", "b", "b", "c"}, members: []string{"a", "b", "c"}, workers: 3, quota: 1},
+		{name: "uneven between others: nothing for c to do, at its quota",
+			self: "c", leases: []string{"a", "a", "a", "b", "c", "c"}, members: []string{"a", "b", "c"}, workers: 3, quota: 2},
+		{name: "requests pending for b make it the one above its quota: c asks b",
+			self: "c", leases: []string{"a", "a>b", "a>b", "a", "b", "b"}, members: []string{"a", "b", "c"}, workers: 3, quota: 2, ask: "s05,s04"},
 		{name: "leases already asked for by another newcomer count for it",
 			self: "c", leases: []string{"a", "a", "a", "a>b", "a>b", "a"}, members: []string{"a", "b", "c"}, workers: 3, ask: "s05,s02"},
 		{name: "free leases are taken first, not asked for",
@@ -205,9 +207,9 @@ func TestPlanShareAsk(t *testing.T) {
 				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
 				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
 			})
-			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take || plan.Even != tt.even {
-				t.Errorf("got workers %d take %q ask %q even %v; want %d %q %q %v",
-					plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), plan.Even, tt.workers, tt.take, tt.ask, tt.even)
+			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take || tt.quota != 0 && plan.Quota != tt.quota {
+				t.Errorf("got workers %d take %q ask %q quota %d; want %d %q %q %d",
+					plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), plan.Quota, tt.workers, tt.take, tt.ask, tt.quota)
 			}
 		})
 	}

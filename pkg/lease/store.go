@@ -178,9 +178,10 @@ type Store interface {
 	DeleteFinished(ctx context.Context, observed Lease) error
 
 	// Heartbeat records that worker is a member of the group on the stream (see Member): it
-	// creates the member's record with Counter 1, or increments its Counter, and returns the
-	// record as stored. It is not conditional: a worker's heartbeat is its own.
-	Heartbeat(ctx context.Context, group, stream, worker string) (Member, error)
+	// creates the member's record with Counter 1, or increments its Counter, sets its Changes
+	// to changes, and returns the record as stored. It is not conditional: a worker's
+	// heartbeat is its own.
+	Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error)
 
 	// Members returns every member record of the group on the stream, ordered by worker.
 	Members(ctx context.Context, group, stream string) ([]Member, error)

@@ -228,11 +228,11 @@ func (s *countingStore) DeleteFinished(ctx context.Context, observed lease.Lease
 	return err
 }
 
-func (s *countingStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
+func (s *countingStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
 	if err := s.g.enter(ctx); err != nil {
 		return lease.Member{}, err
 	}
-	out, err := s.s.Heartbeat(ctx, group, stream, worker)
+	out, err := s.s.Heartbeat(ctx, group, stream, worker, changes)
 	m := out
 	if err != nil {
 		m = lease.Member{Group: group, Stream: stream, Worker: worker, Counter: 1}

@@ -314,11 +314,11 @@ func (s *simStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *simStore) Heartbeat(ctx context.Context, group, stream, worker string) (lease.Member, error) {
+func (s *simStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
 	var out lease.Member
 	_, err := s.call(ctx, func() (lease.Lease, error) {
 		var err error
-		out, err = s.s.Heartbeat(ctx, group, stream, worker)
+		out, err = s.s.Heartbeat(ctx, group, stream, worker, changes)
 		return lease.Lease{}, err
 	})
 	return out, err

@@ -17,7 +17,7 @@ func memberCases() []testCase {
 
 func (e *env) heartbeat(group, stream, worker string) lease.Member {
 	e.t.Helper()
-	m, err := e.s.Heartbeat(e.ctx, group, stream, worker)
+	m, err := e.s.Heartbeat(e.ctx, group, stream, worker, 0)
 	if err != nil {
 		e.t.Fatalf("Heartbeat %s of group %q stream %q: %v", worker, group, stream, err)
 	}
@@ -46,6 +46,15 @@ func testHeartbeat(e *env) {
 	}
 	if got := e.members(e.group, e.stream); len(got) != 1 || got[0] != want {
 		e.t.Fatalf("Members = %+v, want [%+v]", got, want)
+	}
+	// Changes is kept as the last heartbeat wrote it.
+	third, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "worker-a", 7)
+	want.Counter, want.Changes = 3, 7
+	if err != nil || third != want {
+		e.t.Fatalf("Heartbeat with changes 7 = %+v, %v; want %+v", third, err, want)
+	}
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0] != want {
+		e.t.Fatalf("Members after a heartbeat with changes 7 = %+v, want [%+v]", got, want)
 	}
 }
 
@@ -112,9 +121,9 @@ func testRemoveMemberMoved(e *env) {
 }
 
 func testMemberInvalid(e *env) {
-	_, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "")
+	_, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "", 0)
 	wantInvalid(e.t, err, "Heartbeat with no worker", "worker")
-	_, err = e.s.Heartbeat(e.ctx, "", e.stream, "worker-a")
+	_, err = e.s.Heartbeat(e.ctx, "", e.stream, "worker-a", 0)
 	wantInvalid(e.t, err, "Heartbeat with no group", "consumer group")
 	_, err = e.s.Members(e.ctx, e.group, "")
 	wantInvalid(e.t, err, "Members with no stream", "stream name")
