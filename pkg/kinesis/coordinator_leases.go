@@ -403,6 +403,7 @@ func (c *subscription) ask(l lease.Lease) {
 		c.listSoon = true
 		return
 	}
+	c.changes.Add(1) // the owner lists at its next lease sync and hands over, not at its next renewal
 	c.logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
 	c.leases[l.ShardID] = asked
 	c.asked[l.ShardID] = handoffAsk{at: c.cfg.Clock.Now(), owner: l.Owner}

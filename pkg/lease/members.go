@@ -23,7 +23,8 @@ type Member struct {
 	// not moved for the lease duration, timed on their own clock, as they judge leases.
 	Counter int64
 	// Changes is a count the worker moves whenever it changed the leases in a way the others
-	// cannot see without listing them (it created leases, released one, a reader of it paused),
+	// cannot see without listing them (it created leases, released one, asked for one, a
+	// reader of it paused),
 	// written with each heartbeat as given: a worker that sees it move lists the leases.
 	Changes int64
 }
