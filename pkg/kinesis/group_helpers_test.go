@@ -992,22 +992,13 @@ func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string, 
 	return m, err
 }
 
-// Members is logged as a List is, each member as a lease owned by the worker with its
-// heartbeat counter, so that a test can tell when a worker first saw a heartbeat.
 func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
-	rec := grpOp{op: lease.OpMembers, at: s.w.clk.Now()}
-	if err := s.enter(ctx); err != nil {
-		rec.err = err
-		s.log(rec)
-		return nil, err
-	}
-	rec.reached = true
-	ms, err := s.inner.Members(ctx, group, stream)
-	for _, m := range ms {
-		rec.list = append(rec.list, lease.Lease{Owner: m.Worker, Counter: m.Counter})
-	}
-	rec.err = err
-	s.log(rec)
+	var ms []lease.Member
+	_, err := s.call(ctx, lease.OpMembers, lease.Lease{}, func() (lease.Lease, error) {
+		var err error
+		ms, err = s.inner.Members(ctx, group, stream)
+		return lease.Lease{}, err
+	})
 	return ms, err
 }
 
