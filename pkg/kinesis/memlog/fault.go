@@ -10,15 +10,26 @@ import (
 type Call struct {
 	// Op is the SDK operation name: "PutRecord", "PutRecords", "GetRecords", "GetShardIterator",
 	// "ListShards", "DescribeStreamSummary", "CreateStream", "DeleteStream", "SplitShard",
-	// "MergeShards", "UpdateShardCount".
+	// "MergeShards", "UpdateShardCount", "RegisterStreamConsumer", "DescribeStreamConsumer",
+	// "DeregisterStreamConsumer", "ListStreamConsumers", "SubscribeToShard".
+	//
+	// It is also "SubscribeToShardEvent" before each event of a SubscribeToShard stream is sent
+	// (not the initial-response the protocol opens with), with ctx the subscription's (it ends
+	// when the caller's does or the SDK's stream is closed). There an error ends the stream
+	// after the events already sent: with that exception if it is one the stream models
+	// (ResourceNotFoundException, ResourceInUseException, InternalFailureException, the KMS
+	// ones), as an InternalFailureException carrying its text otherwise, and, for a context
+	// error, by breaking the stream, so the SDK's Err reports it as a broken connection's. A hook
+	// that blocks delays the event, which then carries what was stored meanwhile.
 	Op string
-	// Stream is the stream the request names (by StreamName, StreamARN, iterator or NextToken);
-	// "" if it names none that can be read.
+	// Stream is the stream the request names (by StreamName, StreamARN, ConsumerARN, iterator or
+	// NextToken); "" if it names none that can be read.
 	Stream string
-	// ShardID is the shard the call targets, for calls that target one: GetShardIterator (the
-	// requested ShardId), GetRecords (the iterator's shard), PutRecord (the shard its key
-	// routes to), SplitShard (ShardToSplit) and MergeShards (ShardToMerge). "" otherwise, and
-	// when the request is too broken to tell.
+	// ShardID is the shard the call targets, for calls that target one: GetShardIterator and
+	// SubscribeToShard (the requested ShardId), GetRecords (the iterator's shard),
+	// SubscribeToShardEvent (the subscription's), PutRecord (the shard its key routes to),
+	// SplitShard (ShardToSplit) and MergeShards (ShardToMerge). "" otherwise, and when the
+	// request is too broken to tell.
 	ShardID string
 }
 

@@ -14,6 +14,12 @@
 // is never UPDATING. Records never expire on their own: ExpireRecords applies retention when a
 // test says so, moving TRIM_HORIZON and aging out closed shards.
 //
+// Enhanced fan-out is there too: consumers register with a stream (RegisterStreamConsumer and
+// the other consumer operations), and SubscribeToShard returns the SDK's own
+// *SubscribeToShardOutput, whose event stream carries records as soon as they are stored,
+// heartbeats, ChildShards at a shard's end and in-stream exceptions, decoded by the SDK from
+// AWS's event-stream encoding, so a consumer's code runs the very path it runs against AWS.
+//
 // The optFns argument of every method is accepted and ignored: it configures an SDK client
 // (retries, endpoints, credentials), which a Log does not have.
 package memlog
@@ -44,12 +50,32 @@ type Config struct {
 	// does on AWS (LimitExceededException). It is there so a wrong ShardCount cannot exhaust
 	// memory; the default, 10000, is far above AWS's default quota so tests never meet it.
 	ShardLimit int
+
+	// ConsumerLimit caps the enhanced fan-out consumers registered with one stream, as AWS's
+	// quota of 20 does (RegisterStreamConsumer answers LimitExceededException beyond it). It is
+	// a field so a test can reach the limit with a couple of calls. Default 20.
+	ConsumerLimit int
+
+	// ConsumerActivation is how long a registered consumer stays CREATING before it is ACTIVE
+	// (AWS takes seconds), judged by Now whenever the status is read. With the default, 0,
+	// RegisterStreamConsumer reports CREATING and every later call sees ACTIVE, so tests that do
+	// not care never wait; a test that does sets it and moves its clock.
+	ConsumerActivation time.Duration
+
+	// After is the Log's timer, for what a SubscribeToShard subscription waits for on the Log's
+	// clock: the heartbeat event after 5 s without an event, and its end after 5 minutes. It must
+	// agree with Now: the channel it returns delivers once Now has advanced by d or more, so a
+	// test that injects a fake Now injects that fake's After too, and fires the timers it handed
+	// out as it moves its clock. A subscription keeps at most two of them pending. It must be
+	// safe for concurrent use. Default time.After.
+	After func(d time.Duration) <-chan time.Time
 }
 
 const (
 	defaultRegion     = "us-east-1"
 	defaultAccountID  = "000000000000"
 	defaultShardLimit = 10000
+	defaultConsumers  = 20
 )
 
 // Log is one in-memory Kinesis "account in a region": a set of streams. It is safe for
@@ -61,6 +87,11 @@ type Log struct {
 	account    string
 	shardLimit int
 	sign       *signer
+
+	consumerLimit int
+	activation    time.Duration
+	after         func(time.Duration) <-chan time.Time
+	fanout        fanout // registered consumers and the SDK client behind SubscribeToShard
 
 	mu           sync.Mutex // serialises CreateStream, DeleteStream, reshards and ExpireRecords
 	incarnations uint64     // streams created so far; guarded by mu
@@ -78,6 +109,10 @@ func New(cfg Config) *Log {
 		account:    cfg.AccountID,
 		shardLimit: cfg.ShardLimit,
 		sign:       newSigner(),
+
+		consumerLimit: cfg.ConsumerLimit,
+		activation:    cfg.ConsumerActivation,
+		after:         cfg.After,
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -90,6 +125,12 @@ func New(cfg Config) *Log {
 	}
 	if l.shardLimit <= 0 {
 		l.shardLimit = defaultShardLimit
+	}
+	if l.consumerLimit <= 0 {
+		l.consumerLimit = defaultConsumers
+	}
+	if l.after == nil {
+		l.after = time.After
 	}
 	l.streams.Store(&map[string]*stream{})
 	return l

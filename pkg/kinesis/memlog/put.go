@@ -271,6 +271,7 @@ func (st *stream) appendGroup(sh *shard, entries []types.PutRecordsRequestEntry,
 		seqs[i] = seq
 		off = end
 	}
+	sh.wakeLocked()
 	return buf, true
 }
 
@@ -294,5 +295,6 @@ func (st *stream) appendOne(h hashKey, data []byte, key string, nowMs int64) (*s
 	defer sh.mu.Unlock()
 	seq := formatSeq(st.incarnation, uint64(sh.index), sh.last+1)
 	sh.appendLocked(record{data: d[:len(d):len(d)], key: key, seq: seq, arrival: sh.arrivalLocked(nowMs)})
+	sh.wakeLocked()
 	return sh, seq
 }

@@ -69,6 +69,7 @@ func (l *Log) SplitShard(ctx context.Context, in *awskinesis.SplitShardInput, _ 
 	}
 	p.split(sh, key)
 	p.commit()
+	p.wakeClosed()
 	return &awskinesis.SplitShardOutput{}, nil
 }
 
@@ -113,6 +114,7 @@ func (l *Log) MergeShards(ctx context.Context, in *awskinesis.MergeShardsInput, 
 	}
 	p.merge(a, b)
 	p.commit()
+	p.wakeClosed()
 	return &awskinesis.MergeShardsOutput{}, nil
 }
 
@@ -163,6 +165,7 @@ func (l *Log) UpdateShardCount(ctx context.Context, in *awskinesis.UpdateShardCo
 	p.rescale(n)
 	if len(p.closes) > 0 {
 		p.commit()
+		p.wakeClosed()
 	}
 	return &awskinesis.UpdateShardCountOutput{
 		CurrentShardCount: ptr(int32(cur)),

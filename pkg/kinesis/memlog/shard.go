@@ -52,6 +52,7 @@ type shard struct {
 	lastArrival int64      // arrival of the newest record
 	closed      bool
 	children    []types.ChildShard // the shards that replaced this one once closed
+	wake        chan struct{}      // closed by the next append or close; nil while no subscriber waits
 }
 
 func newShard(index int, inc uint64, hashes hashRange, created int64) *shard {
@@ -74,6 +75,31 @@ func shardID(i int) string {
 		s = pad[len(s):] + s
 	}
 	return "shardId-" + s
+}
+
+// wakeLocked tells the SubscribeToShard subscriptions waiting on the shard that it has changed
+// (records appended, or closed). It is a nil check unless one waits, so appends without
+// subscribers pay nothing for them. The caller holds mu for writing.
+func (s *shard) wakeLocked() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
+
+// waitFrom returns nil if the shard holds a record at or after ordinal pos, or is closed, so a
+// subscription there has something to send; otherwise a channel that the next append or close
+// closes. Subscriptions share the channel, so any number of them cost an append one close.
+func (s *shard) waitFrom(pos uint64) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || pos <= s.last {
+		return nil
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return s.wake
 }
 
 // appendLocked stores r as the next ordinal. The caller holds mu for writing.

@@ -1,0 +1,424 @@
+package memlog
+
+import (
+	"context"
+	"encoding/binary"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Enhanced fan-out consumers. A consumer belongs to one incarnation of a stream: the registry is
+// keyed by the *stream, so a deleted stream's consumers are unreachable at once (every lookup
+// first finds the live stream) and a stream created again under the same name starts with none.
+// The entries of deleted streams are dropped the next time a consumer is registered.
+
+const (
+	tokConsumers          = 3   // token kind of a ListStreamConsumers NextToken
+	defaultConsumerList   = 100 // consumers per ListStreamConsumers page, also the most it returns
+	maxConsumerListParam  = 10000
+	maxConsumerARNLen     = 2048
+	maxConsumerTokenLen   = 1048576
+	consumerARNPattern    = `^(arn):aws.*:kinesis:.*:\d{12}:.*stream\/[a-zA-Z0-9_.-]+\/consumer\/[a-zA-Z0-9_.-]+:[0-9]+`
+	consumerTokenHeader   = 1 + 8 + 8 + 1 // kind | incarnation | issued | stream name length
+	consumerTokenLifetime = nextTokenLifetime
+)
+
+// fanout is a Log's enhanced fan-out state: the registered consumers of each stream, and the SDK
+// client SubscribeToShard builds its answers with (subscribe.go).
+type fanout struct {
+	mu        sync.Mutex
+	consumers map[*stream]map[string]*consumer // by stream, then by consumer name; guarded by mu
+
+	clientOnce sync.Once
+	client     *awskinesis.Client
+}
+
+// consumer is one registered consumer. Its name, arn and registration time never change.
+type consumer struct {
+	name       string
+	arn        string
+	registered time.Time // on the Log's clock, to the millisecond
+
+	// subs holds, by shard index, the consumer's latest successful SubscribeToShard, running or
+	// not: the 5-second rule is about when a subscription was made, not whether it still runs.
+	// Guarded by fanout.mu.
+	subs map[int]*subscription
+}
+
+// status is the consumer's status at now: CREATING until Config.ConsumerActivation has passed
+// since it was registered, ACTIVE from then on. It is worked out when read, so no timer runs for
+// it and a test's clock decides.
+func (l *Log) status(c *consumer, now time.Time) types.ConsumerStatus {
+	if now.Sub(c.registered) >= l.activation {
+		return types.ConsumerStatusActive
+	}
+	return types.ConsumerStatusCreating
+}
+
+// consumerARN is the ARN AWS gives a consumer: the stream's ARN, the consumer's name and the
+// Unix second it was registered.
+func (l *Log) consumerARN(st *stream, name string, registered time.Time) string {
+	return st.arn + "/consumer/" + name + ":" + strconv.FormatInt(registered.Unix(), 10)
+}
+
+// parseConsumerARN splits arn:PARTITION:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/NAME:SECONDS.
+func parseConsumerARN(arn string) (region, account, stream, name string, ok bool) {
+	region, account, rest, ok := parseARN(arn)
+	if !ok {
+		return "", "", "", "", false
+	}
+	stream, rest, found := strings.Cut(rest, "/consumer/")
+	if !found || !validName(stream) {
+		return "", "", "", "", false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 || !validName(rest[:i]) || !allDigits(rest[i+1:]) {
+		return "", "", "", "", false
+	}
+	return region, account, stream, rest[:i], true
+}
+
+// consumerStream is the stream a ConsumerARN names, for the fault hook; "" if it names none.
+func consumerStream(arn *string) string {
+	if arn == nil {
+		return ""
+	}
+	_, _, stream, _, _ := parseConsumerARN(*arn)
+	return stream
+}
+
+// consumerRef is how a request names a consumer: by ConsumerARN, or by StreamARN and
+// ConsumerName.
+type consumerRef struct {
+	arn    *string
+	stream streamRef
+	name   *string
+	// from a ConsumerARN that parsed:
+	region, account, streamName, consumerName string
+}
+
+// parseConsumerRef reads the ConsumerARN, StreamARN and ConsumerName a request has, recording
+// schema violations in c. Which consumer they name, and whether it exists, is findConsumer's
+// business.
+func (l *Log) parseConsumerRef(c *checks, consumerARN, streamARN, name *string) consumerRef {
+	r := consumerRef{arn: consumerARN, name: name}
+	if consumerARN != nil {
+		c.consumerARN(top("consumerARN"), *consumerARN)
+		r.region, r.account, r.streamName, r.consumerName, _ = parseConsumerARN(*consumerARN)
+	}
+	if streamARN != nil {
+		r.stream = l.parseRef(c, nil, streamARN)
+	}
+	if name != nil {
+		c.name(top("consumerName"), *name)
+	}
+	return r
+}
+
+// consumerARN checks a ConsumerARN against the API's length and pattern.
+func (c *checks) consumerARN(f field, arn string) {
+	switch {
+	case len(arn) < 1:
+		c.fail(&arn, f, "have length greater than or equal to 1")
+	case len(arn) > maxConsumerARNLen:
+		c.fail(&arn, f, "have length less than or equal to 2048")
+	default:
+		if _, _, _, _, ok := parseConsumerARN(arn); !ok {
+			c.fail(&arn, f, "satisfy regular expression pattern: "+consumerARNPattern)
+		}
+	}
+}
+
+// findConsumerLocked resolves a consumer reference to the live stream and the consumer registered
+// with it now, with AWS's errors for the ways it can fail. The caller holds l.fanout.mu.
+func (l *Log) findConsumerLocked(r consumerRef) (*stream, *consumer, error) {
+	var st *stream
+	var name string
+	switch {
+	case r.arn != nil:
+		if r.region != l.region || r.account != l.account {
+			return nil, nil, l.errConsumerNotFound(*r.arn)
+		}
+		if r.stream.byARN && r.stream.arnName != r.streamName || r.name != nil && *r.name != r.consumerName {
+			return nil, nil, errInvalid("ConsumerARN %s does not refer to the consumer named by StreamARN and ConsumerName.", *r.arn)
+		}
+		if st = l.lookup(r.streamName); st == nil {
+			return nil, nil, l.errConsumerNotFound(*r.arn)
+		}
+		name = r.consumerName
+	case r.stream.byARN && r.name != nil:
+		var err error
+		if st, err = l.find(r.stream); err != nil {
+			return nil, nil, err
+		}
+		name = *r.name
+	default:
+		return nil, nil, errInvalid("Either ConsumerARN or both ConsumerName and StreamARN should be provided.")
+	}
+	c := l.fanout.consumers[st][name]
+	if c == nil || r.arn != nil && c.arn != *r.arn {
+		if r.arn != nil {
+			return nil, nil, l.errConsumerNotFound(*r.arn)
+		}
+		return nil, nil, l.errConsumerNotFound(name + " under stream " + st.arn)
+	}
+	return st, c, nil
+}
+
+func (l *Log) errConsumerNotFound(what string) error {
+	return errNotFound("Consumer %s under account %s not found.", what, l.account)
+}
+
+// RegisterStreamConsumer registers a consumer called ConsumerName with the stream StreamARN
+// names, for SubscribeToShard. The answer says CREATING, as AWS's does; the consumer is ACTIVE
+// once Config.ConsumerActivation (default 0: at once) has passed on the Log's clock. Names are
+// unique per stream (ResourceInUseException), and a stream holds at most Config.ConsumerLimit
+// consumers (LimitExceededException). Tags are accepted and not kept: a Log has no tagging.
+func (l *Log) RegisterStreamConsumer(ctx context.Context, in *awskinesis.RegisterStreamConsumerInput, _ ...func(*awskinesis.Options)) (*awskinesis.RegisterStreamConsumerOutput, error) {
+	if in == nil {
+		in = &awskinesis.RegisterStreamConsumerInput{}
+	}
+	if err := l.before(ctx, Call{Op: "RegisterStreamConsumer", Stream: refName(nil, in.StreamARN)}); err != nil {
+		return nil, err
+	}
+	var c checks
+	c.required(top("streamARN"), in.StreamARN)
+	if c.required(top("consumerName"), in.ConsumerName) {
+		c.name(top("consumerName"), *in.ConsumerName)
+	}
+	r := l.parseRef(&c, nil, in.StreamARN)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	st, err := l.find(r)
+	if err != nil {
+		return nil, err
+	}
+	name := *in.ConsumerName
+	now := l.now().Truncate(time.Millisecond)
+	l.fanout.mu.Lock()
+	defer l.fanout.mu.Unlock()
+	l.pruneConsumersLocked()
+	if l.lookup(st.name) != st {
+		return nil, l.errStreamNotFound(st.name) // deleted since it was found
+	}
+	byName := l.fanout.consumers[st]
+	if byName[name] != nil {
+		return nil, errInUse("Consumer %s under stream %s already exists for account %s.", name, st.name, l.account)
+	}
+	if len(byName) >= l.consumerLimit {
+		return nil, errLimit("Consumer limit of %d for stream %s under account %s has been reached.",
+			l.consumerLimit, st.name, l.account)
+	}
+	if byName == nil {
+		byName = map[string]*consumer{}
+		if l.fanout.consumers == nil {
+			l.fanout.consumers = map[*stream]map[string]*consumer{}
+		}
+		l.fanout.consumers[st] = byName
+	}
+	cons := &consumer{name: name, arn: l.consumerARN(st, name, now), registered: now, subs: map[int]*subscription{}}
+	byName[name] = cons
+	return &awskinesis.RegisterStreamConsumerOutput{Consumer: &types.Consumer{
+		ConsumerARN:               ptr(cons.arn),
+		ConsumerName:              ptr(name),
+		ConsumerCreationTimestamp: ptr(now),
+		ConsumerStatus:            types.ConsumerStatusCreating,
+	}}, nil
+}
+
+// pruneConsumersLocked drops the consumers of deleted streams, so a Log that creates and deletes
+// streams does not keep them. The caller holds l.fanout.mu.
+func (l *Log) pruneConsumersLocked() {
+	for st := range l.fanout.consumers {
+		if l.lookup(st.name) != st {
+			delete(l.fanout.consumers, st)
+		}
+	}
+}
+
+// DescribeStreamConsumer describes the consumer named by ConsumerARN, or by StreamARN and
+// ConsumerName, with its status as of now (see RegisterStreamConsumer).
+func (l *Log) DescribeStreamConsumer(ctx context.Context, in *awskinesis.DescribeStreamConsumerInput, _ ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamConsumerOutput, error) {
+	if in == nil {
+		in = &awskinesis.DescribeStreamConsumerInput{}
+	}
+	call := Call{Op: "DescribeStreamConsumer", Stream: refName(nil, in.StreamARN)}
+	if call.Stream == "" {
+		call.Stream = consumerStream(in.ConsumerARN)
+	}
+	if err := l.before(ctx, call); err != nil {
+		return nil, err
+	}
+	var c checks
+	r := l.parseConsumerRef(&c, in.ConsumerARN, in.StreamARN, in.ConsumerName)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	l.fanout.mu.Lock()
+	defer l.fanout.mu.Unlock()
+	st, cons, err := l.findConsumerLocked(r)
+	if err != nil {
+		return nil, err
+	}
+	return &awskinesis.DescribeStreamConsumerOutput{ConsumerDescription: &types.ConsumerDescription{
+		ConsumerARN:               ptr(cons.arn),
+		ConsumerName:              ptr(cons.name),
+		ConsumerCreationTimestamp: ptr(cons.registered),
+		ConsumerStatus:            l.status(cons, l.now()),
+		StreamARN:                 ptr(st.arn),
+	}}, nil
+}
+
+// DeregisterStreamConsumer removes the consumer named by ConsumerARN, or by StreamARN and
+// ConsumerName, at once (AWS shows it DELETING for a while; a Log has nothing to wait for).
+// Its open subscriptions end with a ResourceNotFoundException in their event streams, as the
+// consumer no longer exists.
+func (l *Log) DeregisterStreamConsumer(ctx context.Context, in *awskinesis.DeregisterStreamConsumerInput, _ ...func(*awskinesis.Options)) (*awskinesis.DeregisterStreamConsumerOutput, error) {
+	if in == nil {
+		in = &awskinesis.DeregisterStreamConsumerInput{}
+	}
+	call := Call{Op: "DeregisterStreamConsumer", Stream: refName(nil, in.StreamARN)}
+	if call.Stream == "" {
+		call.Stream = consumerStream(in.ConsumerARN)
+	}
+	if err := l.before(ctx, call); err != nil {
+		return nil, err
+	}
+	var c checks
+	r := l.parseConsumerRef(&c, in.ConsumerARN, in.StreamARN, in.ConsumerName)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	l.fanout.mu.Lock()
+	defer l.fanout.mu.Unlock()
+	st, cons, err := l.findConsumerLocked(r)
+	if err != nil {
+		return nil, err
+	}
+	delete(l.fanout.consumers[st], cons.name)
+	gone := l.errConsumerNotFound(cons.arn)
+	for _, sub := range cons.subs {
+		sub.end(gone)
+	}
+	return &awskinesis.DeregisterStreamConsumerOutput{}, nil
+}
+
+// ListStreamConsumers lists the consumers of the stream StreamARN names, in name order,
+// MaxResults (1..10000; at most and by default 100, as on AWS) at a time, with a NextToken
+// (valid five minutes) while more remain. A NextToken comes with the same StreamARN it was
+// issued for. StreamCreationTimestamp, if given, must be the stream's.
+func (l *Log) ListStreamConsumers(ctx context.Context, in *awskinesis.ListStreamConsumersInput, _ ...func(*awskinesis.Options)) (*awskinesis.ListStreamConsumersOutput, error) {
+	if in == nil {
+		in = &awskinesis.ListStreamConsumersInput{}
+	}
+	if err := l.before(ctx, Call{Op: "ListStreamConsumers", Stream: refName(nil, in.StreamARN)}); err != nil {
+		return nil, err
+	}
+	var c checks
+	c.required(top("streamARN"), in.StreamARN)
+	r := l.parseRef(&c, nil, in.StreamARN)
+	limit := defaultConsumerList
+	if m := in.MaxResults; m != nil {
+		s := strconv.Itoa(int(*m))
+		switch {
+		case *m < 1:
+			c.fail(&s, top("maxResults"), "have value greater than or equal to 1")
+		case *m > maxConsumerListParam:
+			c.fail(&s, top("maxResults"), "have value less than or equal to 10000")
+		}
+		limit = min(int(*m), defaultConsumerList)
+	}
+	if s := in.NextToken; s != nil {
+		switch {
+		case *s == "":
+			c.fail(s, top("nextToken"), "have length greater than or equal to 1")
+		case len(*s) > maxConsumerTokenLen:
+			c.fail(s, top("nextToken"), "have length less than or equal to 1048576")
+		}
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	st, err := l.find(r)
+	if err != nil {
+		return nil, err
+	}
+	if ts := in.StreamCreationTimestamp; ts != nil && ts.UnixMilli() != st.created.UnixMilli() {
+		return nil, errNotFound("Stream %s under account %s with creation timestamp %s not found.",
+			st.name, l.account, amzTime(*ts))
+	}
+	var from string // list the names after this one
+	if in.NextToken != nil {
+		if from, err = l.decodeConsumerToken(*in.NextToken, st); err != nil {
+			return nil, err
+		}
+	}
+	now := l.now()
+	l.fanout.mu.Lock()
+	defer l.fanout.mu.Unlock()
+	names := slices.Sorted(maps.Keys(l.fanout.consumers[st]))
+	i, _ := slices.BinarySearch(names, from)
+	if i < len(names) && names[i] == from {
+		i++ // names are never "", so this only skips the last name of the previous page
+	}
+	out := &awskinesis.ListStreamConsumersOutput{Consumers: []types.Consumer{}}
+	for ; i < len(names) && len(out.Consumers) < limit; i++ {
+		cons := l.fanout.consumers[st][names[i]]
+		out.Consumers = append(out.Consumers, types.Consumer{
+			ConsumerARN:               ptr(cons.arn),
+			ConsumerName:              ptr(cons.name),
+			ConsumerCreationTimestamp: ptr(cons.registered),
+			ConsumerStatus:            l.status(cons, now),
+		})
+	}
+	if i < len(names) {
+		out.NextToken = ptr(l.encodeConsumerToken(st, names[i-1], now))
+	}
+	return out, nil
+}
+
+// encodeConsumerToken seals a ListStreamConsumers NextToken: the stream, the last name listed
+// and when. Listing on after a name, not an offset, keeps pages right while consumers come and
+// go between them.
+//
+// Encoded (before sealing) as: kind (1) | incarnation (8) | issue time in Unix ms (8) | length of
+// the stream name (1) | stream name | consumer name.
+func (l *Log) encodeConsumerToken(st *stream, last string, now time.Time) string {
+	b := make([]byte, 0, consumerTokenHeader+len(st.name)+len(last)+macLen)
+	b = append(b, tokConsumers)
+	b = binary.BigEndian.AppendUint64(b, st.incarnation)
+	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixMilli()))
+	b = append(b, byte(len(st.name)))
+	b = append(b, st.name...)
+	b = append(b, last...)
+	return l.sign.seal(b)
+}
+
+// decodeConsumerToken opens a ListStreamConsumers NextToken issued for st and returns the name
+// to list after.
+func (l *Log) decodeConsumerToken(s string, st *stream) (string, error) {
+	msg, ok := l.sign.open(s)
+	if !ok || len(msg) < consumerTokenHeader || msg[0] != tokConsumers {
+		return "", errInvalid("Invalid NextToken.")
+	}
+	inc := binary.BigEndian.Uint64(msg[1:])
+	issued := time.UnixMilli(int64(binary.BigEndian.Uint64(msg[9:])))
+	n := int(msg[17])
+	rest := msg[consumerTokenHeader:]
+	if len(rest) < n || string(rest[:n]) != st.name || inc != st.incarnation {
+		return "", errInvalid("NextToken was not issued for stream %s.", st.arn)
+	}
+	if now := l.now(); now.Sub(issued) > consumerTokenLifetime {
+		return "", &types.ExpiredNextTokenException{Message: ptr("The NextToken was issued at " +
+			amzTime(issued) + ", more than 300 seconds before now (" + amzTime(now) + "), and has expired.")}
+	}
+	return string(rest[n:]), nil
+}
