@@ -27,4 +27,19 @@ type KinesisAPI interface {
 	CreateStream(ctx context.Context, in *awskinesis.CreateStreamInput, optFns ...func(*awskinesis.Options)) (*awskinesis.CreateStreamOutput, error)
 }
 
-var _ KinesisAPI = (*awskinesis.Client)(nil)
+// FanOutAPI is what reading with enhanced fan-out (SubscriberConfig.FanOut) calls besides
+// KinesisAPI: the stream consumer's registration and SubscribeToShard. It is a separate
+// interface so that a KinesisAPI written for polling (a test double, a wrapper) keeps working;
+// SubscriberConfig.Validate refuses FanOut with a Client that lacks it. *awskinesis.Client
+// satisfies it, and so does *memlog.Log.
+type FanOutAPI interface {
+	RegisterStreamConsumer(ctx context.Context, in *awskinesis.RegisterStreamConsumerInput, optFns ...func(*awskinesis.Options)) (*awskinesis.RegisterStreamConsumerOutput, error)
+	DescribeStreamConsumer(ctx context.Context, in *awskinesis.DescribeStreamConsumerInput, optFns ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamConsumerOutput, error)
+	DeregisterStreamConsumer(ctx context.Context, in *awskinesis.DeregisterStreamConsumerInput, optFns ...func(*awskinesis.Options)) (*awskinesis.DeregisterStreamConsumerOutput, error)
+	SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToShardInput, optFns ...func(*awskinesis.Options)) (*awskinesis.SubscribeToShardOutput, error)
+}
+
+var (
+	_ KinesisAPI = (*awskinesis.Client)(nil)
+	_ FanOutAPI  = (*awskinesis.Client)(nil)
+)

@@ -137,6 +137,11 @@ type SubscriberConfig struct {
 	// InitialPosition is where a shard with no checkpoint is read from. Default: TrimHorizon.
 	InitialPosition Position
 
+	// FanOut reads with enhanced fan-out (SubscribeToShard) instead of polling GetRecords: the
+	// group gets 2 MiB/s per shard of its own, and records are pushed as they arrive. It needs a
+	// consumer group (Group.Name). Default: off, polling.
+	FanOut FanOutConfig
+
 	// GetRecordsLimit is the most records one GetRecords call returns (1..10000).
 	// Default: 10000.
 	GetRecordsLimit int32
@@ -208,6 +213,24 @@ type SubscriberConfig struct {
 	// acquired, handed over, released and lost (README, "Metrics"). Default: none (a no-op
 	// provider, which costs next to nothing).
 	MeterProvider metric.MeterProvider
+}
+
+// FanOutConfig is SubscriberConfig.FanOut: reading with enhanced fan-out.
+//
+// Subscribe registers the stream consumer (or finds it: the group's instances share one) and
+// waits until it is ACTIVE; each shard reader then subscribes to its shard from the checkpoint
+// and subscribes again before Kinesis ends the subscription (after 5 minutes). Leases,
+// fencing, handoff, checkpoints and resharding are those of polling. Close never deregisters
+// the consumer, since other instances read through it: DeregisterConsumer does, explicitly.
+type FanOutConfig struct {
+	// Enabled turns enhanced fan-out on. Default: false.
+	Enabled bool
+	// ConsumerName is the name of the stream consumer: 1 to 128 characters of a-z, A-Z, 0-9,
+	// '_', '.' and '-', unique per stream. Default: Group.Name (which must then be such a name).
+	ConsumerName string
+	// RegisterTimeout bounds how long Subscribe waits for a consumer it registered, or found
+	// being created or deleted, to become ACTIVE. AWS takes some seconds. Default: 2 minutes.
+	RegisterTimeout time.Duration
 }
 
 // GroupConfig makes a Subscriber one instance of a consumer group (SubscriberConfig.Group).
@@ -340,6 +363,10 @@ func (c *SubscriberConfig) setValueDefaults() {
 	setDefault(&c.CreateStreamShards, 1)
 	setDefault(&c.CloseTimeout, 30*time.Second)
 	setDefault(&c.RequestTimeout, defaultRequestTimeout)
+	if c.FanOut.Enabled {
+		setDefault(&c.FanOut.ConsumerName, c.Group.Name)
+		setDefault(&c.FanOut.RegisterTimeout, 2*time.Minute)
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
@@ -449,6 +476,7 @@ func (c SubscriberConfig) Validate() error {
 	if g.LeaseDuration > 0 && g.LeaseRenewInterval >= g.LeaseDuration {
 		add("Group.LeaseRenewInterval (%s) must be shorter than Group.LeaseDuration (%s), or the lease expires between renewals", g.LeaseRenewInterval, g.LeaseDuration)
 	}
+	errs = append(errs, c.validateFanOut()...)
 	if c.CreateStreamShards < 0 {
 		add("CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards)
 	}

@@ -45,8 +45,11 @@ type subscription struct {
 	readied chan readyReport
 
 	readers *readerTable
-	metrics *subscriberMetrics     // set before the coordinator starts; read-only
-	shards  map[string]types.Shard // the last shard listing, plus learned
+	metrics *subscriberMetrics // set before the coordinator starts; read-only
+	// consumerARN, with enhanced fan-out, is the stream consumer the readers subscribe
+	// through; "" when they poll. Set by start before any reader starts; read-only after.
+	consumerARN string
+	shards      map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned map[string]types.Shard
@@ -138,6 +141,9 @@ func (c *subscription) start() error {
 		if err := c.awaitJoiners(); err != nil {
 			return err
 		}
+	}
+	if err := c.startFanOut(); err != nil {
+		return err
 	}
 	return c.startReaders()
 }

@@ -42,6 +42,8 @@ type fltWorld struct {
 	*grpWorld
 	kin  *fltKinesis
 	logs *fltLogger
+	// fanOut starts every instance with enhanced fan-out (SubscriberConfig.FanOut).
+	fanOut bool
 }
 
 // newFltWorld is newGrpWorld with memlog on the fake clock, the counting fault hook installed,
@@ -49,7 +51,8 @@ type fltWorld struct {
 func newFltWorld(t *testing.T, n int) *fltWorld {
 	t.Helper()
 	clk := clock.NewFake(grpEpochTime)
-	e := &subEnv{t: t, log: memlog.New(memlog.Config{Now: clk.Now}), store: lease.NewMemoryStore(), stream: subStream}
+	e := &subEnv{t: t, log: memlog.New(memlog.Config{Now: clk.Now, After: func(d time.Duration) <-chan time.Time { return clk.NewTimer(d).C() }}),
+		store: lease.NewMemoryStore(), stream: subStream}
 	if _, err := e.log.CreateStream(context.Background(), &awskinesis.CreateStreamInput{
 		StreamName: aws.String(e.stream), ShardCount: aws.Int32(int32(n)),
 	}); err != nil {
@@ -105,6 +108,7 @@ func (w *fltWorld) tryStart(id string, tweak func(*kinesis.SubscriberConfig)) (*
 	w.t.Helper()
 	w.bumpEpoch()
 	wk, cfg := w.newWorker(id, &fltClient{KinesisAPI: w.e.log, k: w.kin, worker: id})
+	cfg.FanOut.Enabled = w.fanOut
 	if tweak != nil {
 		tweak(&cfg)
 	}

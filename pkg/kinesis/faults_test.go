@@ -489,77 +489,82 @@ func TestFaultLeaseStoreFailing(t *testing.T) {
 	for _, outage := range []time.Duration{3 * time.Second, 4 * time.Second, 6 * time.Second} {
 		t.Run(outage.String(), func(t *testing.T) { leaseStoreOutages(t, outage) })
 	}
-	t.Run("long", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1", "w2")
-		w.steps(3 * time.Second)
-		const outage = 15 * time.Second
-		// The last successful owner write of each shard before the outage.
-		from := w.now()
-		lastOK := map[string]time.Time{}
-		for _, l := range w.leases() {
-			for _, wk := range wks {
-				if at, _ := wk.store.lastOwnerWrite(l.ShardID); l.Owner == wk.id {
-					lastOK[l.ShardID] = at
-				}
-			}
-		}
-		fltStoreDown(w)
-		w.steps(outage)
-		w.e.store.SetFault(nil)
-		back := w.now()
-		// Stopped before the lease could expire?
-		stoppedAfter := map[string]time.Duration{}
-		for _, wk := range wks {
-			for _, ev := range wk.eventsOfAll("lost") {
-				if !ev.at.Before(from) {
-					stoppedAfter[ev.shard] = ev.at.Sub(lastOK[ev.shard])
-				}
-			}
-		}
-		// Reading resumes: every shard delivers again.
-		var resumed time.Duration
-		w.runUntil("every shard delivers again", 4*grpSyncInterval, func() bool {
-			shards := map[string]bool{}
-			for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.at.After(back) }) {
-				shards[d.shard] = true
-			}
-			resumed = w.since(back)
-			return len(shards) == fltShards
-		})
-		w.runUntil("spread over w1 and w2", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+	t.Run("long", func(t *testing.T) { leaseStoreLongOutage(t, false) })
+}
 
-		s := w.stats(time.Time{}, time.Time{})
-		// What may come twice: records acked after the checkpoint the shard was taken again at.
-		mayRepeat := w.mayRepeat(back)
-		var extra []string
-		for u := range w.duplicates() {
-			if !mayRepeat[u] {
-				extra = append(extra, u)
+// leaseStoreLongOutage is the "long" outage of TestFaultLeaseStoreFailing, reading by polling
+// or, with fanOut, with enhanced fan-out.
+func leaseStoreLongOutage(t *testing.T, fanOut bool) {
+	ignore := goleak.IgnoreCurrent()
+	w := newFltWorld(t, fltShards)
+	w.fanOut = fanOut
+	wks := w.warm("w1", "w2")
+	w.steps(3 * time.Second)
+	const outage = 15 * time.Second
+	// The last successful owner write of each shard before the outage.
+	from := w.now()
+	lastOK := map[string]time.Time{}
+	for _, l := range w.leases() {
+		for _, wk := range wks {
+			if at, _ := wk.store.lastOwnerWrite(l.ShardID); l.Owner == wk.id {
+				lastOK[l.ShardID] = at
 			}
 		}
-		var worstStop time.Duration
-		for _, d := range stoppedAfter {
-			worstStop = max(worstStop, d)
+	}
+	fltStoreDown(w)
+	w.steps(outage)
+	w.e.store.SetFault(nil)
+	back := w.now()
+	// Stopped before the lease could expire?
+	stoppedAfter := map[string]time.Duration{}
+	for _, wk := range wks {
+		for _, ev := range wk.eventsOfAll("lost") {
+			if !ev.at.Before(from) {
+				stoppedAfter[ev.shard] = ev.at.Sub(lastOK[ev.shard])
+			}
 		}
-		w.report("e lease store down 15s", s, fmt.Sprintf(
-			"readers_paused=%d latest_pause_after_last_renewal=%s (LeaseDuration %s) reading_again_after=%s acked_after_last_checkpoint=%d",
-			len(stoppedAfter), worstStop, grpLeaseDuration, resumed, len(mayRepeat)))
-		w.checkAll(s, false)
-		if len(stoppedAfter) != fltShards {
-			t.Errorf("%d of %d readers stopped during a %s outage", len(stoppedAfter), fltShards, outage)
+	}
+	// Reading resumes: every shard delivers again.
+	var resumed time.Duration
+	w.runUntil("every shard delivers again", 4*grpSyncInterval, func() bool {
+		shards := map[string]bool{}
+		for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.at.After(back) }) {
+			shards[d.shard] = true
 		}
-		if worstStop >= grpLeaseDuration {
-			t.Errorf("a reader stopped %s after its last renewal, not before LeaseDuration", worstStop)
-		}
-		if len(extra) > 0 {
-			t.Errorf("redelivered beyond what was acked after the last checkpoint: %v", extra)
-		}
-		w.finish(ignore)
+		resumed = w.since(back)
+		return len(shards) == fltShards
 	})
+	w.runUntil("spread over w1 and w2", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+	w.drain(10 * time.Second)
+	w.closeAll(wks...)
+
+	s := w.stats(time.Time{}, time.Time{})
+	// What may come twice: records acked after the checkpoint the shard was taken again at.
+	mayRepeat := w.mayRepeat(back)
+	var extra []string
+	for u := range w.duplicates() {
+		if !mayRepeat[u] {
+			extra = append(extra, u)
+		}
+	}
+	var worstStop time.Duration
+	for _, d := range stoppedAfter {
+		worstStop = max(worstStop, d)
+	}
+	w.report("e lease store down 15s", s, fmt.Sprintf(
+		"readers_paused=%d latest_pause_after_last_renewal=%s (LeaseDuration %s) reading_again_after=%s acked_after_last_checkpoint=%d",
+		len(stoppedAfter), worstStop, grpLeaseDuration, resumed, len(mayRepeat)))
+	w.checkAll(s, false)
+	if len(stoppedAfter) != fltShards {
+		t.Errorf("%d of %d readers stopped during a %s outage", len(stoppedAfter), fltShards, outage)
+	}
+	if worstStop >= grpLeaseDuration {
+		t.Errorf("a reader stopped %s after its last renewal, not before LeaseDuration", worstStop)
+	}
+	if len(extra) > 0 {
+		t.Errorf("redelivered beyond what was acked after the last checkpoint: %v", extra)
+	}
+	w.finish(ignore)
 }
 
 // leaseStoreOutages runs four outages of the lease store of the given length, 10 s apart plus

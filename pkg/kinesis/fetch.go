@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -44,6 +45,9 @@ type fetchState struct {
 // (same iterator, no rewind, nothing reaches the handler); an expired iterator is replaced
 // by one after the last record read. Only errors no retry can fix are returned.
 func (r *shardReader) fetch() error {
+	if r.pushed() {
+		return r.fetchPushed()
+	}
 	cfg := r.sub.cfg
 	limit := r.readLimit()
 	started := r.now()
@@ -59,26 +63,7 @@ func (r *shardReader) fetch() error {
 	if err != nil {
 		return r.fetchFailed(err)
 	}
-	r.failures = 0
-	r.batch, r.next = out.Records, 0
-	r.records = expand(out.Records, cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough)
-	if len(out.Records) > 0 {
-		r.skipSeq = "" // the aggregate to resume inside is the first record read
-	}
-	if out.MillisBehindLatest != nil {
-		r.behind = *out.MillisBehindLatest
-	}
-	r.health.lastRead.Store(r.now().UnixNano())
-	r.health.behind.Store(r.behind)
-	if n := len(out.Records); n > 0 {
-		r.lastRead = deref(out.Records[n-1].SequenceNumber)
-		size := 0
-		for i := range out.Records {
-			size += len(out.Records[i].Data)
-		}
-		r.avgRecordBytes = max(size/n, 1)
-		r.readsWithRecords = min(r.readsWithRecords+1, maxRampDoublings)
-	}
+	r.took(out.Records, out.MillisBehindLatest)
 	if out.NextShardIterator == nil {
 		r.ended, r.iterator, r.children = true, "", out.ChildShards
 		return nil
@@ -94,6 +79,31 @@ func (r *shardReader) fetch() error {
 	return nil
 }
 
+// took makes records, read by GetRecords or pushed by SubscribeToShard, the current batch.
+// The reader reads again only once the batch before is prepared (decide), so none is dropped.
+func (r *shardReader) took(records []types.Record, behind *int64) {
+	r.failures = 0
+	r.batch, r.next = records, 0
+	r.records = expand(records, r.sub.cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough)
+	if len(records) > 0 {
+		r.skipSeq = "" // the aggregate to resume inside is the first record read
+	}
+	if behind != nil {
+		r.behind = *behind
+	}
+	r.health.lastRead.Store(r.now().UnixNano())
+	r.health.behind.Store(r.behind)
+	if n := len(records); n > 0 {
+		r.lastRead = deref(records[n-1].SequenceNumber)
+		size := 0
+		for i := range records {
+			size += len(records[i].Data)
+		}
+		r.avgRecordBytes = max(size/n, 1)
+		r.readsWithRecords = min(r.readsWithRecords+1, maxRampDoublings)
+	}
+}
+
 // buffered is how many records of the current batch are not prepared yet.
 func (r *shardReader) buffered() int {
 	if r.records != nil {
@@ -104,30 +114,12 @@ func (r *shardReader) buffered() int {
 
 func (r *shardReader) fetchFailed(err error) error {
 	r.failures++
+	class := classify(r.ctx, err)
+	if r.retryRead(class, err) {
+		return nil
+	}
 	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
-	switch classify(r.ctx, err) {
-	case classThrottled:
-		r.sub.logger.Debug("Read throttled; backing off", fields)
-		r.metrics.count(r.metrics.throttles, 1)
-		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
-		// With a 5 s cap, reads throttled at random half the time in the fault suite waited
-		// up to 21 s (runs of failures double the wait); only a 10 MB read earns a 5 s
-		// penalty, which this cap meets with a few more throttled calls.
-		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, readThrottleMaxBackoff))
-		return nil
-	case classTransient:
-		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
-		// someone should see: the fault suite's 30 s GetRecords outage logged nothing above
-		// INFO. From the readFailuresBeforeError-th failure in a row (6 to 13 s into an
-		// outage, by the backoff below) each retry logs at ERROR, at most one line per shard
-		// every 5 to 10 s.
-		if r.failures >= readFailuresBeforeError {
-			r.sub.logger.Error("Reads keep failing; retrying", err, fields)
-		} else {
-			r.sub.logger.Info("Read failed; retrying", fields)
-		}
-		r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
-		return nil
+	switch class {
 	case classExpiredIterator:
 		// Resume right after the last record read: never LATEST (that skips records), never
 		// the checkpoint (that redelivers what is in flight).
@@ -169,6 +161,38 @@ func (r *shardReader) fetchFailed(err error) error {
 	default:
 		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("reading records: %w", err)}
 	}
+}
+
+// retryRead postpones the next read after a read that was throttled or failed in a way that
+// passes (same position, no rewind, nothing reaches the handler), and says so in the log; it
+// reports whether the failure was of that kind. r.failures counts it already.
+func (r *shardReader) retryRead(class errorClass, err error) bool {
+	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
+	switch class {
+	case classThrottled:
+		r.sub.logger.Debug("Read throttled; backing off", fields)
+		r.metrics.count(r.metrics.throttles, 1)
+		// Capped at 1 s: a shard's read limits (5 reads/s, 2 MB/s) refill within a second.
+		// With a 5 s cap, reads throttled at random half the time in the fault suite waited
+		// up to 21 s (runs of failures double the wait); only a 10 MB read earns a 5 s
+		// penalty, which this cap meets with a few more throttled calls.
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 250*time.Millisecond, readThrottleMaxBackoff))
+		return true
+	case classTransient:
+		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
+		// someone should see: the fault suite's 30 s GetRecords outage logged nothing above
+		// INFO. From the readFailuresBeforeError-th failure in a row (6 to 13 s into an
+		// outage, by the backoff below) each retry logs at ERROR, at most one line per shard
+		// every 5 to 10 s.
+		if r.failures >= readFailuresBeforeError {
+			r.sub.logger.Error("Reads keep failing; retrying", err, fields)
+		} else {
+			r.sub.logger.Info("Read failed; retrying", fields)
+		}
+		r.fetchAt = r.now().Add(backoff(r.failures-1, 100*time.Millisecond, 10*time.Second))
+		return true
+	}
+	return false
 }
 
 // callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
@@ -215,10 +239,18 @@ func (r *shardReader) noteCall(callCtx context.Context, err error) {
 func (r *shardReader) kinesisCall(call func(ctx context.Context) error) (err, stop error) {
 	ctx, cancel := r.callContext()
 	defer cancel()
-	if r.held == nil || r.renewAt.IsZero() { // no lease, or not reading yet (initIterator)
-		err = call(ctx)
+	err, stop = r.callOut(ctx, cancel, call)
+	if stop == nil {
 		r.noteCall(ctx, err)
-		return err, nil
+	}
+	return err, stop
+}
+
+// callOut is kinesisCall with the call's context (and its cancel) made by the caller: the
+// wait for a pushed event (awaitEvent) is bounded otherwise than by RequestTimeout.
+func (r *shardReader) callOut(ctx context.Context, cancel context.CancelFunc, call func(ctx context.Context) error) (err, stop error) {
+	if r.held == nil || r.renewAt.IsZero() { // no lease, or not reading yet (initIterator)
+		return call(ctx), nil
 	}
 	done := make(chan struct{})
 	go func() {
@@ -228,7 +260,6 @@ func (r *shardReader) kinesisCall(call func(ctx context.Context) error) (err, st
 	for {
 		select {
 		case <-done:
-			r.noteCall(ctx, err)
 			return err, nil
 		default:
 		}
@@ -257,11 +288,18 @@ const readThrottleMaxBackoff = time.Second
 // resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
 const latestSkewMargin = time.Second
 
-// initIterator gets the first iterator, retrying what may pass.
+// initIterator gets the first iterator, or with enhanced fan-out makes the first subscription,
+// retrying what may pass.
 func (r *shardReader) initIterator() error {
 	for attempt := 0; ; attempt++ {
 		askedAt := r.now()
-		it, err, stop := r.getIterator(r.start)
+		var it string
+		var err, stop error
+		if r.pushed() {
+			err, stop = r.subscribe(r.start)
+		} else {
+			it, err, stop = r.getIterator(r.start)
+		}
 		if stop != nil {
 			return stop
 		}
@@ -269,27 +307,39 @@ func (r *shardReader) initIterator() error {
 			r.iterator, r.askedAt = it, askedAt
 			return nil
 		}
-		switch classify(r.ctx, err) {
+		class := classify(r.ctx, err)
+		if r.pushed() && subscriptionInUse(err) {
+			class = classThrottled // the shard's previous reader subscribed less than 5 s ago
+		}
+		switch class {
 		case classThrottled, classTransient:
 			if attempt+1 >= readFailuresBeforeError {
 				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
-				r.sub.logger.Error("Getting a shard iterator keeps failing; retrying", err,
+				r.sub.logger.Error(r.openingWhat()+" keeps failing; retrying", err,
 					r.logFields().Add(watermill.LogFields{"failures": attempt + 1}))
 			} else {
-				r.sub.logger.Info("Getting shard iterator failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
+				r.sub.logger.Info(r.openingWhat()+" failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
 			}
 			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
 				return err
 			}
 		case classFatal:
 			if !r.fallBackFromTrimmed(r.start.after, err) {
-				return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+				return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", strings.ToLower(r.openingWhat()), err)}
 			}
 			r.start = position{initial: Position{Type: TrimHorizon}}
 		default:
-			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("getting a shard iterator: %w", err)}
+			return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", strings.ToLower(r.openingWhat()), err)}
 		}
 	}
+}
+
+// openingWhat names initIterator's call in its log lines and errors.
+func (r *shardReader) openingWhat() string {
+	if r.pushed() {
+		return "Subscribing to the shard (SubscribeToShard)"
+	}
+	return "Getting a shard iterator"
 }
 
 // fallBackFromTrimmed reports whether a refused AFTER_SEQUENCE_NUMBER iterator should be
@@ -311,29 +361,34 @@ func (r *shardReader) fallBackFromTrimmed(after string, err error) bool {
 	return true
 }
 
-// getIterator gets an iterator at pos. err is the call's; stop, when not nil, is what ended
-// the reader while the call was out (see kinesisCall).
-func (r *shardReader) getIterator(pos position) (it string, err, stop error) {
-	in := &awskinesis.GetShardIteratorInput{StreamName: &r.sub.stream, ShardId: &r.shardID}
+// startAt is where a read from pos starts, in the terms of GetShardIterator and
+// SubscribeToShard. Inside a KPL aggregate it is the aggregate itself, and the reader skips
+// the user records of it that are done (skipSeq, skipThrough).
+func (r *shardReader) startAt(pos position) types.StartingPosition {
 	seq, sub, inside := parsePosition(pos.after)
 	r.skipSeq, r.skipThrough = "", 0
 	switch {
 	case inside:
-		// Inside a KPL aggregate: read it again and skip the user records already done.
-		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
-		in.StartingSequenceNumber = &seq
 		r.skipSeq, r.skipThrough = seq, sub
+		return types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: &seq}
 	case pos.after != "":
-		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
-		in.StartingSequenceNumber = &seq
+		return types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: &seq}
 	case pos.initial.Type == Latest:
-		in.ShardIteratorType = types.ShardIteratorTypeLatest
+		return types.StartingPosition{Type: types.ShardIteratorTypeLatest}
 	case pos.initial.Type == AtTimestamp:
-		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
 		ts := pos.initial.Timestamp
-		in.Timestamp = &ts
-	default:
-		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+		return types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: &ts}
+	}
+	return types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
+}
+
+// getIterator gets an iterator at pos. err is the call's; stop, when not nil, is what ended
+// the reader while the call was out (see kinesisCall).
+func (r *shardReader) getIterator(pos position) (it string, err, stop error) {
+	at := r.startAt(pos)
+	in := &awskinesis.GetShardIteratorInput{
+		StreamName: &r.sub.stream, ShardId: &r.shardID,
+		ShardIteratorType: at.Type, StartingSequenceNumber: at.SequenceNumber, Timestamp: at.Timestamp,
 	}
 	var out *awskinesis.GetShardIteratorOutput
 	err, stop = r.kinesisCall(func(ctx context.Context) (err error) {

@@ -62,9 +62,10 @@ type shardReader struct {
 	leased     bool         // started with a lease
 	generation int64        // held.Generation when taken
 
-	fetchState  // fetch.go: iterator, fetched records, read pacing
-	windowState // window.go: the in-flight window and the watermark
-	leaseState  // lease_calls.go: renewal, checkpoint, handoff and pause timing
+	fetchState            // fetch.go: iterator, fetched records, read pacing
+	windowState           // window.go: the in-flight window and the watermark
+	leaseState            // lease_calls.go: renewal, checkpoint, handoff and pause timing
+	push        pushState // fanout_read.go: the SubscribeToShard subscription, with enhanced fan-out
 	wake        clock.Timer
 	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
 	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
@@ -125,6 +126,7 @@ func (r *shardReader) run() {
 			r.watch.close() // no message is sent any more
 		}
 		r.cancelWindow()
+		r.endPush()
 		exit.lastAcked = r.acked
 		if r.held != nil && !errors.Is(exit.err, ErrLeaseLost) {
 			r.giveUp(r.releaseReason(exit))

@@ -1,0 +1,253 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+)
+
+// pushState is a reader's SubscribeToShard subscription, with enhanced fan-out. The reader
+// goroutine owns it: it makes the subscription, takes its events one at a time where polling
+// would call GetRecords (fetch), and ends it (endPush) before it subscribes again and when it
+// stops. Everything else of the reader (leases, the window, checkpoints, handoff) is the same
+// as polling's: a pushed event is a batch like a GetRecords response.
+type pushState struct {
+	events *awskinesis.SubscribeToShardEventStream // the open subscription; nil when none
+	// endStream ends the subscription's HTTP request (its context).
+	endStream context.CancelFunc
+	// renewAt is when to subscribe again, ahead of the end Kinesis puts to every subscription
+	// 5 minutes after it was made, so that the reader never waits on a stream about to end.
+	renewAt time.Time
+	// continuation is the ContinuationSequenceNumber of the last event: where the next
+	// subscription resumes, also after events without records.
+	continuation string
+	// subscribedAt is when this reader's last subscription was made: Kinesis refuses another
+	// of the same consumer and shard for 5 s after it (subscriptionTakeover).
+	subscribedAt time.Time
+}
+
+const (
+	// pushRenewAfter is how long a reader keeps a subscription before it subscribes again:
+	// Kinesis ends each after 5 minutes.
+	pushRenewAfter = 5*time.Minute - 20*time.Second
+	// pushSilenceLimit is how long a subscription may send nothing before the reader ends it
+	// and subscribes again from where it got to. Kinesis sends an event at least every 5 s,
+	// records or not; a connection that went silent for longer is dead without having said so.
+	pushSilenceLimit = 30 * time.Second
+	// pushInUseBackoff is the first wait after Kinesis refused a subscription because another
+	// of the same consumer and shard was made less than 5 s before (the shard's previous
+	// reader's); waits double up to 5 s, when the new one may take over.
+	pushInUseBackoff = 500 * time.Millisecond
+	// subscriptionTakeover is how long after a subscription Kinesis refuses another of the
+	// same consumer and shard (ResourceInUseException), and lets one take over after.
+	subscriptionTakeover = 5 * time.Second
+)
+
+// pushed reports whether the reader reads with enhanced fan-out.
+func (r *shardReader) pushed() bool { return r.sub.consumerARN != "" }
+
+// subscriptionInUse reports Kinesis's refusal of a second subscription of one consumer to one
+// shard within 5 s of the first, and the end of a subscription that a newer one took over.
+func subscriptionInUse(err error) bool {
+	var inUse *types.ResourceInUseException
+	return errors.As(err, &inUse)
+}
+
+// subscribe makes a SubscribeToShard subscription that starts at pos. err is the call's; stop,
+// when not nil, is what ended the reader while the call was out (see kinesisCall).
+func (r *shardReader) subscribe(pos position) (err, stop error) {
+	api := r.sub.cfg.Client.(FanOutAPI) // Validate checked it
+	start := r.startAt(pos)
+	in := &awskinesis.SubscribeToShardInput{ConsumerARN: &r.sub.consumerARN, ShardId: &r.shardID, StartingPosition: &start}
+	// The subscription outlives the call: its events come on the response body, read until
+	// endPush. So the SDK gets a context of its own, which the call's time limit ends only
+	// while Kinesis has not answered yet.
+	streamCtx, endStream := context.WithCancel(r.ctx)
+	var events *awskinesis.SubscribeToShardEventStream
+	err, stop = r.kinesisCall(func(ctx context.Context) error {
+		unbind := context.AfterFunc(ctx, endStream)
+		out, err := api.SubscribeToShard(streamCtx, in)
+		if !unbind() { // the time limit passed, or the reader stopped, as the answer came
+			if err == nil {
+				_ = out.GetStream().Close()
+			}
+			return ctx.Err()
+		}
+		if err == nil {
+			if events = out.GetStream(); events == nil {
+				return errors.New("SubscribeToShard returned no event stream")
+			}
+		}
+		return err
+	})
+	if err != nil || stop != nil {
+		endStream()
+		if events != nil {
+			_ = events.Close()
+		}
+		return err, stop
+	}
+	r.push.events, r.push.endStream = events, endStream
+	r.push.subscribedAt = r.now()
+	r.push.renewAt = r.push.subscribedAt.Add(pushRenewAfter)
+	return nil, nil
+}
+
+// endPush ends the open subscription, if any.
+func (r *shardReader) endPush() {
+	if r.push.endStream != nil {
+		r.push.endStream() // first, so that Close does not wait on a body still being read
+		r.push.endStream = nil
+	}
+	if r.push.events != nil {
+		_ = r.push.events.Close()
+		r.push.events = nil
+	}
+}
+
+// resumeAt is where the next subscription starts: after the last event's continuation, so
+// that nothing is read twice or skipped.
+func (r *shardReader) resumeAt() position {
+	switch {
+	case r.lastRead != "" || (r.push.continuation != "" && r.start.after == ""):
+		// Once records were read, or from an initial position (where, from LATEST, a new
+		// subscription would skip what arrived meanwhile), the continuation is the place.
+		// From a checkpoint with nothing read, the checkpoint is the same place and keeps
+		// the skip inside a KPL aggregate.
+		if r.push.continuation != "" {
+			return position{after: r.push.continuation}
+		}
+		return position{after: r.lastRead}
+	case r.start.after == "" && r.start.initial.Type == Latest:
+		// No event yet from a LATEST start: as for an expired iterator (fetchFailed).
+		return position{initial: Position{Type: AtTimestamp, Timestamp: r.askedAt.Add(-latestSkewMargin)}}
+	}
+	return r.start
+}
+
+// fetchPushed is fetch with enhanced fan-out: the next event of the subscription is the next
+// batch. Without an open subscription it subscribes first (and the next fetch takes an event).
+func (r *shardReader) fetchPushed() error {
+	if r.push.events != nil && !r.now().Before(r.push.renewAt) {
+		r.sub.logger.Debug("Renewing the shard's subscription", r.logFields())
+		r.endPush()
+	}
+	if r.push.events == nil {
+		err, stop := r.subscribe(r.resumeAt())
+		switch {
+		case stop != nil:
+			return stop
+		case err != nil:
+			r.failures++
+			return r.pushFailed(err)
+		}
+		r.fetchAt = r.now()
+		return nil
+	}
+	return r.awaitEvent()
+}
+
+// awaitEvent takes the subscription's next event, waiting for it as a call that is out: the
+// reader goes on renewing, checkpointing, sending and handing over meanwhile (callOut).
+func (r *shardReader) awaitEvent() error {
+	events := r.push.events.Events()
+	limit := min(pushSilenceLimit, max(r.push.renewAt.Sub(r.now()), 0))
+	ctx, cancel := clock.WithTimeout(r.ctx, r.sub.cfg.Clock, limit)
+	defer cancel()
+	var ev types.SubscribeToShardEventStream
+	var open bool
+	// The goroutine takes an event only when it returns it, so an event is never taken and
+	// dropped, but when the reader stops (stop), and then the next owner reads from the
+	// checkpoint.
+	err, stop := r.callOut(ctx, cancel, func(ctx context.Context) error {
+		select {
+		case ev, open = <-events:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	switch {
+	case stop != nil:
+		return stop
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	case err != nil:
+		if r.now().Before(r.push.renewAt) {
+			r.sub.logger.Info("The shard's subscription sent nothing for too long; subscribing again",
+				r.logFields().Add(watermill.LogFields{"silent_for": limit}))
+		}
+		r.endPush()
+		r.fetchAt = r.now()
+		return nil
+	case !open:
+		streamErr := r.push.events.Err()
+		r.endPush()
+		if streamErr == nil { // Kinesis ended the subscription: its 5 minutes are up
+			r.fetchAt = r.now()
+			return nil
+		}
+		r.failures++
+		return r.pushFailed(streamErr)
+	}
+	e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+	if !ok { // an event this SDK does not know: nothing to read in it
+		r.fetchAt = r.now()
+		return nil
+	}
+	r.took(e.Value.Records, e.Value.MillisBehindLatest)
+	if c := e.Value.ContinuationSequenceNumber; c != nil && len(e.Value.ChildShards) == 0 {
+		r.push.continuation = *c
+	} else {
+		// The shard is closed and this is its last event: Kinesis names the children, as
+		// GetRecords does at the end, and sends no continuation.
+		r.ended, r.children = true, e.Value.ChildShards
+		r.endPush()
+	}
+	r.fetchAt = r.now()
+	return nil
+}
+
+// pushFailed is fetchFailed for a subscription that could not be made or ended in error:
+// what may pass postpones the next subscription; only errors no retry can fix are returned.
+// r.failures counts the failure already.
+func (r *shardReader) pushFailed(err error) error {
+	if subscriptionInUse(err) {
+		// Another subscription of the consumer to this shard was made less than 5 s ago (the
+		// shard's previous reader's), or a newer one took this one over. Kinesis lets a new
+		// one take over 5 s after the last.
+		r.sub.logger.Info("Subscription to the shard is in use by another; subscribing again shortly",
+			r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures}))
+		r.fetchAt = r.now().Add(backoff(r.failures-1, pushInUseBackoff, subscriptionTakeover))
+		return nil
+	}
+	class := classify(r.ctx, err)
+	if r.retryRead(class, err) {
+		// Not before Kinesis takes a new subscription: one within 5 s of this reader's last
+		// is refused, and each refusal counts against the consumer's 1 call per second.
+		if next := r.push.subscribedAt.Add(subscriptionTakeover); r.fetchAt.Before(next) {
+			r.fetchAt = next
+		}
+		return nil
+	}
+	switch class {
+	case classNotFound:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf(
+			"subscribing to the shard with consumer %q: the stream, the shard or the consumer is gone (a consumer deregistered while the group reads through it is registered again when the subscription restarts): %w",
+			r.sub.cfg.FanOut.ConsumerName, err)}
+	case classFatal:
+		if r.fallBackFromTrimmed(r.resumeAt().after, err) {
+			r.start, r.lastRead, r.push.continuation = position{initial: Position{Type: TrimHorizon}}, "", ""
+			r.fetchAt = r.now()
+			return nil
+		}
+	}
+	return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("subscribing to the shard (SubscribeToShard): %w", err)}
+}
