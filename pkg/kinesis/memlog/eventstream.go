@@ -10,9 +10,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/eventstream"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
 // SubscribeToShard's answer goes through the SDK. The event stream of a SubscribeToShardOutput
@@ -45,6 +47,14 @@ func (l *Log) sdk() *awskinesis.Client {
 		})
 	})
 	return l.fanout.client
+}
+
+// ownProtocol gives one SDK call a protocol of its own. A client's protocol holds one
+// event-stream codec with per-call scratch state (its decoder and payload buffer), shared by all
+// the client's streams without synchronisation, so two subscriptions of one client race, as -race
+// reports (aws/smithy-go#714). A protocol per subscription keeps each stream's decoding apart.
+func ownProtocol(o *awskinesis.Options) {
+	o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
 }
 
 // subscribeDoer answers the SDK's SubscribeToShard request with the subscription the request's

@@ -105,7 +105,7 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 		return nil, err
 	}
 	go sub.run()
-	out, err := l.sdk().SubscribeToShard(context.WithValue(ctx, subscriptionKey{}, sub), in)
+	out, err := l.sdk().SubscribeToShard(context.WithValue(ctx, subscriptionKey{}, sub), in, ownProtocol)
 	if err != nil {
 		// Only a context ended meanwhile gets here: the doer always answers.
 		_ = sub.body.Close()
