@@ -24,6 +24,8 @@ type backend struct {
 	pollInterval time.Duration
 	// unmarshaler, when set, replaces the default (to count deliveries, say).
 	unmarshaler kinesis.Unmarshaler
+	// fanOut makes grouped subscribers read with enhanced fan-out.
+	fanOut bool
 }
 
 func newBackend(shards int32) *backend {
@@ -52,6 +54,7 @@ func (b *backend) subscriberConfig(group string) kinesis.SubscriberConfig {
 	}
 	if group != "" {
 		cfg.Group.LeaseStore = b.leases
+		cfg.FanOut.Enabled = b.fanOut
 	}
 	return cfg
 }
@@ -91,6 +94,18 @@ func TestPubSubSingleShardOrdered(t *testing.T) {
 	b := newBackend(1)
 	tests.TestPubSub(t,
 		tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true},
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
+		b.pubSub,
+	)
+}
+
+// TestPubSubFanOut: consumer groups reading with enhanced fan-out (SubscribeToShard) on
+// 4-shard streams; each group's consumer is registered by its first subscriber.
+func TestPubSubFanOut(t *testing.T) {
+	b := newBackend(4)
+	b.fanOut = true
+	tests.TestPubSub(t,
+		tests.Features{ConsumerGroups: true, Persistent: true},
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
 		b.pubSub,
 	)

@@ -168,6 +168,7 @@ type reshardScenario struct {
 	perStep   int
 	steps     []reshardStep
 	timeout   time.Duration
+	fanOut    bool // read with enhanced fan-out
 }
 
 // reshardRecord is one delivery the consumers saw.
@@ -360,6 +361,7 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 					OnRevoked: func(ev kinesis.ShardEvent) { ledger.stopped(i, ev, false) },
 				},
 			},
+			FanOut:            kinesis.FanOutConfig{Enabled: sc.fanOut},
 			PollInterval:      20 * time.Millisecond,
 			MinReadInterval:   time.Millisecond,
 			ShardSyncInterval: time.Second,
@@ -633,6 +635,23 @@ func TestReshardMemlog(t *testing.T) {
 				round: 2 * time.Millisecond, perStep: 2000, steps: tc.steps, timeout: 2 * time.Minute,
 			}.run(t)
 			t.Logf("memlog %s: %s", tc.name, rep)
+		})
+	}
+}
+
+// TestReshardMemlogFanOut runs the scenarios with enhanced fan-out: a parent's subscription
+// ends with its ChildShards, and the children are read after the parents, as with polling.
+func TestReshardMemlogFanOut(t *testing.T) {
+	for _, tc := range reshardCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep := reshardScenario{
+				api: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore(),
+				shards: 2, instances: tc.instances, keys: 16,
+				round: 2 * time.Millisecond, perStep: 2000, steps: tc.steps, timeout: 2 * time.Minute,
+				fanOut: true,
+			}.run(t)
+			t.Logf("memlog fan-out %s: %s", tc.name, rep)
 		})
 	}
 }

@@ -308,8 +308,11 @@ func (r *shardReader) initIterator() error {
 			return nil
 		}
 		class := classify(r.ctx, err)
+		wait := backoff(attempt, 100*time.Millisecond, 5*time.Second)
 		if r.pushed() && subscriptionInUse(err) {
-			class = classThrottled // the shard's previous reader subscribed less than 5 s ago
+			// The shard's previous reader subscribed less than 5 s ago: Kinesis takes this
+			// one once those 5 s are up, and counts each refused call against 1 per second.
+			class, wait = classThrottled, backoff(attempt, pushInUseBackoff, subscriptionTakeover)
 		}
 		switch class {
 		case classThrottled, classTransient:
@@ -320,7 +323,7 @@ func (r *shardReader) initIterator() error {
 			} else {
 				r.sub.logger.Info(r.openingWhat()+" failed; retrying", r.logFields().Add(watermill.LogFields{"err": err}))
 			}
-			if err := sleepOn(r.ctx, r.sub.cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err != nil {
+			if err := sleepOn(r.ctx, r.sub.cfg.Clock, wait); err != nil {
 				return err
 			}
 		case classFatal:
