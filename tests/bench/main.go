@@ -6,7 +6,8 @@
 //	go run ./tests/bench -rows B1,B2 -runs 3
 //
 // Rows on memlog run anywhere; B3 and B5 need kinesalite (KINESIS_ENDPOINT, set by
-// scripts/with-emulators.sh) and are marked skipped without it. A row that fails is marked
+// scripts/with-emulators.sh), B10 kinesis-local (KINESIS_MOCK_ENDPOINT), and are marked
+// skipped without them. A row that fails is marked
 // failed with its error and the others still run.
 package main
 
@@ -41,6 +42,8 @@ type result struct {
 type env struct {
 	// kinesisEndpoint is kinesalite's address (KINESIS_ENDPOINT); empty outside the emulators.
 	kinesisEndpoint string
+	// kinesisLocalEndpoint is kinesis-local's (KINESIS_MOCK_ENDPOINT), for enhanced fan-out.
+	kinesisLocalEndpoint string
 	// runs is -runs; 0 means each row's own default.
 	runs int
 	// cpuProfile is where B3 writes a CPU profile of one extra run of our subscriber.
@@ -100,7 +103,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	e := &env{kinesisEndpoint: os.Getenv("KINESIS_ENDPOINT"), runs: *runs, cpuProfile: *cpuProfile, memProfile: *memProfile}
+	e := &env{kinesisEndpoint: os.Getenv("KINESIS_ENDPOINT"), kinesisLocalEndpoint: os.Getenv("KINESIS_MOCK_ENDPOINT"), runs: *runs, cpuProfile: *cpuProfile, memProfile: *memProfile}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
