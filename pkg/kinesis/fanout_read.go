@@ -8,7 +8,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
@@ -73,7 +75,7 @@ func (r *shardReader) subscribe(pos position) (err, stop error) {
 	var events *awskinesis.SubscribeToShardEventStream
 	err, stop = r.kinesisCall(func(ctx context.Context) error {
 		unbind := context.AfterFunc(ctx, endStream)
-		out, err := api.SubscribeToShard(streamCtx, in)
+		out, err := api.SubscribeToShard(streamCtx, in, ownProtocol)
 		if !unbind() { // the time limit passed, or the reader stopped, as the answer came
 			if err == nil {
 				_ = out.GetStream().Close()
@@ -98,6 +100,15 @@ func (r *shardReader) subscribe(pos position) (err, stop error) {
 	r.push.subscribedAt = r.now()
 	r.push.renewAt = r.push.subscribedAt.Add(pushRenewAfter)
 	return nil, nil
+}
+
+// ownProtocol gives one SubscribeToShard call of the SDK's client a protocol of its own. The
+// client's protocol holds one event-stream codec whose scratch state is shared, unsynchronised,
+// by every stream of the client (aws/smithy-go#714): a reader's new subscription decoding its
+// initial response while other readers' streams decode events is a data race. A protocol per
+// subscription keeps each stream's decoding to itself. memlog ignores it.
+func ownProtocol(o *awskinesis.Options) {
+	o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
 }
 
 // endPush ends the open subscription, if any.
