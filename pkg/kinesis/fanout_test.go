@@ -68,6 +68,13 @@ func TestFanOutGroupReads(t *testing.T) {
 	w.stepsBy(12*time.Minute, time.Second)
 	to := w.now()
 	w.drain(10 * time.Second)
+	// An event counts as a read; a silent subscription is made again within 35 s and a
+	// RequestTimeout, which the read limit allows for.
+	for _, wk := range wks {
+		if h := wk.sub.Health(); !h.Healthy || h.ReadWithin != 45*time.Second {
+			t.Errorf("%s: Health: healthy %v, ReadWithin %s (want 45s), problems %q", wk.id, h.Healthy, h.ReadWithin, h.Problems)
+		}
+	}
 	w.consumersOpen(wks...)
 	w.closeAll(wks...)
 

@@ -26,7 +26,8 @@ type Health struct {
 	At time.Time
 	// ReadWithin, StuckWithin and LeaseSyncWithin are the limits applied: a shard reads
 	// within 10 PollIntervals (at least two RequestTimeouts: a read that timed out and its
-	// retry); a shard that holds records its handlers have not finished delivers or sees one
+	// retry; with FanOut, at least 35 s and a RequestTimeout: a subscription that went silent,
+	// made again), an event of a FanOut subscription counting as a read; a shard that holds records its handlers have not finished delivers or sees one
 	// settled within 10 ReadWithins (at least HandoffTimeout); the lease store answers a
 	// lease sync within 3 LeaseSyncIntervals (at least one plus a RequestTimeout).
 	ReadWithin, StuckWithin, LeaseSyncWithin time.Duration
@@ -112,6 +113,11 @@ func (h *readerHealth) snapshot(shardID string, generation int64) ShardHealth {
 func (s *Subscriber) Health() Health {
 	cfg := s.config
 	readWithin := max(10*cfg.PollInterval, 2*cfg.RequestTimeout)
+	if cfg.FanOut.Enabled {
+		// A subscription silent for pushSilenceLimit is made again, at most 5 s after the
+		// last (subscriptionTakeover), in at most a RequestTimeout.
+		readWithin = max(readWithin, pushSilenceLimit+subscriptionTakeover+cfg.RequestTimeout)
+	}
 	h := Health{
 		At:              cfg.Clock.Now(),
 		ReadWithin:      readWithin,

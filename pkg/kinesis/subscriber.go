@@ -121,7 +121,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		}
 		return nil, err
 	}
-	s.logger.Info("Subscribed", sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": sub.readers.len()}))
+	fields := sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": sub.readers.len()})
+	if sub.consumerARN != "" {
+		fields["fan_out_consumer"] = sub.consumerARN
+	}
+	s.logger.Info("Subscribed", fields)
 	go func() {
 		sub.run()
 		s.unregister(sub)
