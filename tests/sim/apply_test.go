@@ -51,7 +51,7 @@ func (w *world) apply(e event) {
 }
 
 func (w *world) startInstance(e event) {
-	in, err := w.newInstance(e.slot, e.subs, e.hk, e.rate, e.maxIF, e.byKey)
+	in, err := w.newInstance(e.slot, e.subs, e.hk, e.rate, e.maxIF, e.byKey, e.fanOut)
 	if err != nil {
 		w.notef("NewSubscriber %s: %v", e.slot, err)
 		return

@@ -7,6 +7,7 @@ package sim_test
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"time"
 )
@@ -75,9 +76,12 @@ type event struct {
 	rate  float64
 	maxIF int
 	byKey bool // with maxIF > 1: Ordering OrderByKey, else Unordered
-	hang  bool
-	dur   time.Duration
-	pick  uint64 // for choices made against the stream as it is then (which shard)
+	// fanOut: the instance reads with enhanced fan-out (SubscribeToShard), beside others
+	// that poll, through the group's one stream consumer.
+	fanOut bool
+	hang   bool
+	dur    time.Duration
+	pick   uint64 // for choices made against the stream as it is then (which shard)
 }
 
 func (e event) String() string {
@@ -87,6 +91,9 @@ func (e event) String() string {
 		s += fmt.Sprintf(" %s subs=%d handler=%s clock=%+.1f%% max-in-flight=%d", e.slot, e.subs, e.hk, (e.rate-1)*100, e.maxIF)
 		if e.byKey {
 			s += " order=key"
+		}
+		if e.fanOut {
+			s += " fan-out"
 		}
 	case evClose:
 		s += " " + e.slot
@@ -164,7 +171,17 @@ func startEvent(r *rand.Rand, m mix, at time.Duration, slot string) event {
 	if r.IntN(3) == 0 {
 		e.maxIF, e.byKey = 3, r.IntN(2) == 0
 	}
+	e.fanOut = fanOutFor(at, slot)
 	return e
+}
+
+// fanOutFor picks, for one in three starts, enhanced fan-out. It draws from a generator of its
+// own, seeded by the start's time and slot (both from the seed's schedule), so that the
+// schedules of seeds found before fan-out existed stay what they were.
+func fanOutFor(at time.Duration, slot string) bool {
+	h := fnv.New64a()
+	h.Write([]byte(slot))
+	return rand.New(rand.NewPCG(uint64(at), h.Sum64())).IntN(3) == 0
 }
 
 func pickKind(r *rand.Rand, m mix) eventKind {

@@ -67,7 +67,7 @@ type instance struct {
 }
 
 // newInstance makes (but does not start) an incarnation of slot.
-func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float64, maxIF int, byKey bool) (*instance, error) {
+func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float64, maxIF int, byKey, fanOut bool) (*instance, error) {
 	w.mu.Lock()
 	in := &instance{
 		w: w, id: len(w.insts), name: slot, rate: rate, subs: subs, kind: kind, maxIF: maxIF,
@@ -98,6 +98,7 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 				OnLost:     hook(hookLost),
 			},
 		},
+		FanOut:            kinesis.FanOutConfig{Enabled: fanOut},
 		GetRecordsLimit:   25,
 		PollInterval:      pollInterval,
 		MinReadInterval:   minReadInterval,

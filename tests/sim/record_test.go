@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -143,8 +141,7 @@ func (w *world) hook(in *instance, kind hookKind, ev kinesis.ShardEvent) {
 // a new tenure of the instance's subscriptions on it. One that continues after the last record
 // read (an expired iterator renewed) begins none, unless that record is also the checkpoint,
 // where there is nothing it could go back to anyway.
-func (w *world) iterator(in *instance, it *awskinesis.GetShardIteratorInput) {
-	shard := aws.ToString(it.ShardId)
+func (w *world) iterator(in *instance, shard, seq string) {
 	ckpt := ""
 	if ls, err := w.store.List(context.Background(), simGroup, simStream); err == nil {
 		for _, l := range ls {
@@ -153,7 +150,6 @@ func (w *world) iterator(in *instance, it *awskinesis.GetShardIteratorInput) {
 			}
 		}
 	}
-	seq := aws.ToString(it.StartingSequenceNumber)
 	if seq != "" && seq != ckpt {
 		return
 	}

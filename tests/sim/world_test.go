@@ -142,6 +142,12 @@ func (w *world) kinesisFault(ctx context.Context, c memlog.Call) error {
 	if ctx.Value(harnessKey{}) != nil {
 		return nil
 	}
+	if in, ok := ctx.Value(instanceKey{}).(*instance); ok && c.Op == "SubscribeToShardEvent" {
+		// A pushed event crosses the instance's network link as a call does.
+		if err := in.gate.enter(ctx, false); err != nil {
+			return err
+		}
+	}
 	if d := w.readDelay(c.Op); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -167,6 +173,11 @@ func (w *world) kinesisFault(ctx context.Context, c memlog.Call) error {
 			return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard " + c.ShardID)}
 		}
 		fallthrough
+	case "SubscribeToShard", "SubscribeToShardEvent":
+		if now.Before(w.kf.throttleUntil) && c.Op == "SubscribeToShard" && w.frand.IntN(2) == 0 {
+			return &types.LimitExceededException{Message: aws.String("Rate exceeded for consumer and shard " + c.ShardID)}
+		}
+		fallthrough
 	case "GetShardIterator", "ListShards":
 		if now.Before(w.kf.internalUntil) && w.frand.IntN(3) == 0 {
 			return &types.InternalFailureException{Message: aws.String("Internal service failure.")}
@@ -178,7 +189,7 @@ func (w *world) kinesisFault(ctx context.Context, c memlog.Call) error {
 // readDelay is how late a read answers now: a slow-reads event delays GetRecords and
 // GetShardIterator by up to its slowBy.
 func (w *world) readDelay(op string) time.Duration {
-	if op != "GetRecords" && op != "GetShardIterator" {
+	if op != "GetRecords" && op != "GetShardIterator" && op != "SubscribeToShardEvent" {
 		return 0
 	}
 	w.mu.Lock()

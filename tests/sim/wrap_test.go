@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
@@ -174,9 +175,51 @@ func (c *simClient) GetShardIterator(ctx context.Context, in *awskinesis.GetShar
 	if err := c.g.enter(ctx, false); err != nil {
 		return nil, err
 	}
-	c.w.iterator(c.inst, in)
+	c.w.iterator(c.inst, aws.ToString(in.ShardId), aws.ToString(in.StartingSequenceNumber))
 	return c.log.GetShardIterator(ctx, in, o...)
 }
+
+var _ kinesis.FanOutAPI = (*simClient)(nil)
+
+func (c *simClient) RegisterStreamConsumer(ctx context.Context, in *awskinesis.RegisterStreamConsumerInput, o ...func(*awskinesis.Options)) (*awskinesis.RegisterStreamConsumerOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.RegisterStreamConsumer(ctx, in, o...)
+}
+
+func (c *simClient) DescribeStreamConsumer(ctx context.Context, in *awskinesis.DescribeStreamConsumerInput, o ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamConsumerOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.DescribeStreamConsumer(ctx, in, o...)
+}
+
+func (c *simClient) DeregisterStreamConsumer(ctx context.Context, in *awskinesis.DeregisterStreamConsumerInput, o ...func(*awskinesis.Options)) (*awskinesis.DeregisterStreamConsumerOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.log.DeregisterStreamConsumer(ctx, in, o...)
+}
+
+// SubscribeToShard goes through the gate, and so does each event of the subscription: the
+// instance's context value lets the world's fault hook hold an event at this instance's gate
+// (kinesisFault), so that a paused, cut-off or crashed instance receives nothing pushed either.
+// A subscription from the checkpoint counts as a restart, as an iterator there does.
+func (c *simClient) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToShardInput, o ...func(*awskinesis.Options)) (*awskinesis.SubscribeToShardOutput, error) {
+	if err := c.g.enter(ctx, false); err != nil {
+		return nil, err
+	}
+	seq := ""
+	if in.StartingPosition != nil {
+		seq = aws.ToString(in.StartingPosition.SequenceNumber)
+	}
+	c.w.iterator(c.inst, aws.ToString(in.ShardId), seq)
+	return c.log.SubscribeToShard(context.WithValue(ctx, instanceKey{}, c.inst), in, o...)
+}
+
+// instanceKey carries, on a subscription's context, the instance that made it.
+type instanceKey struct{}
 
 func (c *simClient) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, o ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
 	if err := c.g.enter(ctx, false); err != nil {
