@@ -1,6 +1,8 @@
 package tests_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,11 +106,42 @@ func TestPubSubSingleShardOrdered(t *testing.T) {
 func TestPubSubFanOut(t *testing.T) {
 	b := newBackend(4)
 	b.fanOut = true
+	calls := countOps(b.client.(*memlog.Log))
+	t.Cleanup(func() { calls.noPolling(t) }) // after the suite's parallel tests
 	tests.TestPubSub(t,
 		tests.Features{ConsumerGroups: true, Persistent: true},
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
 		b.pubSub,
 	)
+}
+
+// opCounts counts a memlog's calls by operation, through its fault hook.
+type opCounts struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+// countOps installs a counting fault hook on log.
+func countOps(log *memlog.Log) *opCounts {
+	c := &opCounts{ops: map[string]int{}}
+	log.SetFault(func(_ context.Context, call memlog.Call) error {
+		c.mu.Lock()
+		c.ops[call.Op]++
+		c.mu.Unlock()
+		return nil
+	})
+	return c
+}
+
+// noPolling fails the test unless every read was pushed: no GetRecords, some subscriptions.
+func (c *opCounts) noPolling(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops["GetRecords"] != 0 || c.ops["SubscribeToShard"] == 0 {
+		t.Errorf("GetRecords=%d SubscribeToShard=%d: grouped subscribers with FanOut must read every shard through subscriptions, none by polling",
+			c.ops["GetRecords"], c.ops["SubscribeToShard"])
+	}
 }
 
 // TestPubSubNoGroup: without a consumer group every subscriber reads every shard from the

@@ -645,12 +645,15 @@ func TestReshardMemlogFanOut(t *testing.T) {
 	for _, tc := range reshardCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			log := memlog.New(memlog.Config{})
+			calls := countOps(log)
 			rep := reshardScenario{
-				api: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore(),
+				api: log, leases: lease.NewMemoryStore(),
 				shards: 2, instances: tc.instances, keys: 16,
 				round: 2 * time.Millisecond, perStep: 2000, steps: tc.steps, timeout: 2 * time.Minute,
 				fanOut: true,
 			}.run(t)
+			calls.noPolling(t)
 			t.Logf("memlog fan-out %s: %s", tc.name, rep)
 		})
 	}

@@ -46,10 +46,11 @@ type subscription struct {
 
 	readers *readerTable
 	metrics *subscriberMetrics // set before the coordinator starts; read-only
-	// consumerARN, with enhanced fan-out, is the stream consumer the readers subscribe
-	// through; "" when they poll. Set by start before any reader starts; read-only after.
-	consumerARN string
-	shards      map[string]types.Shard // the last shard listing, plus learned
+	// fanOut, with enhanced fan-out, is the stream consumer the readers subscribe through;
+	// nil when they poll. Set by start before any reader starts; the pointer is read-only
+	// after (the consumer's ARN changes only through its own refresh).
+	fanOut *fanOutConsumer
+	shards map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned map[string]types.Shard

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -69,8 +70,49 @@ func (c SubscriberConfig) validateFanOut() []error {
 	return errs
 }
 
+// fanOutConsumer is a subscription's stream consumer. Its readers read the ARN at each
+// subscription (current, from any goroutine, without waiting); one that finds the consumer gone
+// (deregistered, perhaps registered again under a new ARN by another instance) finds or
+// registers it again through refresh, once for all of them.
+type fanOutConsumer struct {
+	arn atomic.Pointer[string]
+	// refreshing holds a token through a refresh, so that readers that find the consumer
+	// gone at the same time wait for its outcome instead of registering it each; a channel,
+	// so that a reader that stops meanwhile does not wait on.
+	refreshing chan struct{}
+}
+
+func newFanOutConsumer(arn string) *fanOutConsumer {
+	f := &fanOutConsumer{refreshing: make(chan struct{}, 1)}
+	f.arn.Store(&arn)
+	return f
+}
+
+// current is the consumer's ARN.
+func (f *fanOutConsumer) current() string { return *f.arn.Load() }
+
+// refresh finds or registers the consumer again after a subscription through stale found it
+// gone, and returns its ARN; a refresh that another reader made meanwhile is taken as it is.
+func (f *fanOutConsumer) refresh(ctx context.Context, c *subscription, stale string) (string, error) {
+	select {
+	case f.refreshing <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-f.refreshing }()
+	if cur := f.current(); cur != stale {
+		return cur, nil
+	}
+	arn, err := ensureConsumer(ctx, c.cfg, c.stream, c.logger, c.logFields())
+	if err != nil {
+		return "", err
+	}
+	f.arn.Store(&arn)
+	return arn, nil
+}
+
 // startFanOut finds or registers the group's stream consumer before the readers start, and
-// sets consumerARN, which makes them read with SubscribeToShard. A stream at its consumer limit
+// sets fanOut, which makes them read with SubscribeToShard. A stream at its consumer limit
 // falls back to polling, with an ERROR that says what to do; any other failure fails Subscribe.
 func (c *subscription) startFanOut() error {
 	if !c.cfg.FanOut.Enabled {
@@ -87,7 +129,7 @@ func (c *subscription) startFanOut() error {
 	case err != nil:
 		return err
 	}
-	c.consumerARN = arn
+	c.fanOut = newFanOutConsumer(arn)
 	return nil
 }
 
@@ -95,11 +137,8 @@ func (c *subscription) startFanOut() error {
 // deleted, and the first wait after a throttled call.
 const consumerPoll = time.Second
 
-// consumerLimitTries is how many RegisterStreamConsumer calls in a row may fail with
-// LimitExceededException before the stream is judged at its consumer limit. Kinesis uses the
-// same error for a register rate above its 5 per second per account, which instances starting
-// together can reach; a few spaced tries tell the two apart.
-const consumerLimitTries = 4
+// maxStreamConsumers is how many consumers Kinesis lets a stream have registered at once.
+const maxStreamConsumers = 20
 
 // ensureConsumer returns the ARN of the ACTIVE stream consumer cfg.FanOut.ConsumerName of
 // stream, registering it if it does not exist and waiting (up to FanOut.RegisterTimeout) while
@@ -111,12 +150,14 @@ func ensureConsumer(ctx context.Context, cfg SubscriberConfig, stream string, lo
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("kinesis: enhanced fan-out on stream %q, consumer %q: "+format, append([]any{stream, name}, args...)...)
 	}
-	streamARN, err := describeStreamARN(ctx, cfg, stream)
+	summary, err := describeStream(ctx, cfg, stream)
 	if err != nil {
 		return "", fail("%w", err)
 	}
+	streamARN := *summary.StreamARN
 	deadline := cfg.Clock.Now().Add(cfg.FanOut.RegisterTimeout)
 	var limited, throttled int
+	var lastLimit error
 	status := types.ConsumerStatus("")
 	for {
 		var d *awskinesis.DescribeStreamConsumerOutput
@@ -126,7 +167,9 @@ func ensureConsumer(ctx context.Context, cfg SubscriberConfig, stream string, lo
 		})
 		var notFound *types.ResourceNotFoundException
 		switch {
-		case err == nil && d.ConsumerDescription != nil:
+		case err == nil && d.ConsumerDescription == nil:
+			return "", fail("DescribeStreamConsumer returned no consumer description")
+		case err == nil:
 			status = d.ConsumerDescription.ConsumerStatus
 			if status == types.ConsumerStatusActive {
 				return aws.ToString(d.ConsumerDescription.ConsumerARN), nil
@@ -146,8 +189,13 @@ func ensureConsumer(ctx context.Context, cfg SubscriberConfig, stream string, lo
 			case errors.As(rerr, &inUse):
 				// Registered by another instance meanwhile, or still being deleted: look again.
 			case errors.As(rerr, &limit):
-				if limited++; limited >= consumerLimitTries {
-					return "", fail("%w (RegisterStreamConsumer failed %d times with LimitExceededException: %w)", ErrConsumerLimit, limited, rerr)
+				// The same error says the stream has its most consumers, or that
+				// registrations come too fast (5 a second per account) or too many are
+				// being created at once (5): the stream's consumer count tells which.
+				limited++
+				lastLimit = rerr
+				if s, err := describeStream(ctx, cfg, stream); err == nil && aws.ToInt32(s.ConsumerCount) >= maxStreamConsumers {
+					return "", fail("%w (%d consumers registered; RegisterStreamConsumer: %w)", ErrConsumerLimit, aws.ToInt32(s.ConsumerCount), rerr)
 				}
 			default:
 				return "", fail("registering the stream consumer (IAM needs kinesis:RegisterStreamConsumer and kinesis:DescribeStreamConsumer on the stream): %w", rerr)
@@ -159,6 +207,9 @@ func ensureConsumer(ctx context.Context, cfg SubscriberConfig, stream string, lo
 			throttled++
 		}
 		if !cfg.Clock.Now().Before(deadline) {
+			if lastLimit != nil && status == "" {
+				return "", fail("%w (RegisterStreamConsumer kept failing with LimitExceededException for FanOut.RegisterTimeout, %s: %w)", ErrConsumerLimit, cfg.FanOut.RegisterTimeout, lastLimit)
+			}
 			return "", fail("the consumer is still %q after FanOut.RegisterTimeout (%s); raise it, or check the consumer in the AWS console", status, cfg.FanOut.RegisterTimeout)
 		}
 		wait := consumerPoll
@@ -187,8 +238,9 @@ func registerConsumer(ctx context.Context, cfg SubscriberConfig, api FanOutAPI, 
 	return out.Consumer, nil
 }
 
-// describeStreamARN returns the ARN of stream, which the consumer calls name it by.
-func describeStreamARN(ctx context.Context, cfg SubscriberConfig, stream string) (string, error) {
+// describeStream returns the summary of stream: its ARN, which the consumer calls name it by,
+// and its consumer count.
+func describeStream(ctx context.Context, cfg SubscriberConfig, stream string) (*types.StreamDescriptionSummary, error) {
 	for attempt := 0; ; attempt++ {
 		var out *awskinesis.DescribeStreamSummaryOutput
 		err := callWithTimeout(ctx, cfg, func(ctx context.Context) (err error) {
@@ -197,13 +249,13 @@ func describeStreamARN(ctx context.Context, cfg SubscriberConfig, stream string)
 		})
 		if err == nil {
 			if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamARN == nil {
-				return "", errors.New("DescribeStreamSummary returned no stream ARN")
+				return nil, errors.New("DescribeStreamSummary returned no stream ARN")
 			}
-			return *out.StreamDescriptionSummary.StreamARN, nil
+			return out.StreamDescriptionSummary, nil
 		}
 		switch classify(ctx, err) {
 		case classNotFound:
-			return "", fmt.Errorf("%w: %w", ErrStreamNotFound, err)
+			return nil, fmt.Errorf("%w: %w", ErrStreamNotFound, err)
 		case classThrottled, classTransient:
 			if attempt+1 < readFailuresBeforeError {
 				if err := sleepOn(ctx, cfg.Clock, backoff(attempt, 100*time.Millisecond, 5*time.Second)); err == nil {
@@ -211,7 +263,7 @@ func describeStreamARN(ctx context.Context, cfg SubscriberConfig, stream string)
 				}
 			}
 		}
-		return "", fmt.Errorf("describing the stream (IAM needs kinesis:DescribeStreamSummary): %w", err)
+		return nil, fmt.Errorf("describing the stream (IAM needs kinesis:DescribeStreamSummary): %w", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
@@ -33,6 +34,8 @@ type pushState struct {
 	// subscribedAt is when this reader's last subscription was made: Kinesis refuses another
 	// of the same consumer and shard for 5 s after it (subscriptionTakeover).
 	subscribedAt time.Time
+	// consumer is the consumer ARN the last subscription was made through.
+	consumer string
 }
 
 const (
@@ -45,15 +48,18 @@ const (
 	pushSilenceLimit = 30 * time.Second
 	// pushInUseBackoff is the first wait after Kinesis refused a subscription because another
 	// of the same consumer and shard was made less than 5 s before (the shard's previous
-	// reader's); waits double up to 5 s, when the new one may take over.
-	pushInUseBackoff = 500 * time.Millisecond
+	// reader's); waits double up to pushInUseMaxBackoff, so that the try that succeeds comes
+	// soon after those 5 s are up, well before the point where the coordinator gives up a
+	// reader that has not started (0.8 × LeaseDuration).
+	pushInUseBackoff    = 500 * time.Millisecond
+	pushInUseMaxBackoff = 1500 * time.Millisecond
 	// subscriptionTakeover is how long after a subscription Kinesis refuses another of the
 	// same consumer and shard (ResourceInUseException), and lets one take over after.
 	subscriptionTakeover = 5 * time.Second
 )
 
 // pushed reports whether the reader reads with enhanced fan-out.
-func (r *shardReader) pushed() bool { return r.sub.consumerARN != "" }
+func (r *shardReader) pushed() bool { return r.sub.fanOut != nil }
 
 // subscriptionInUse reports Kinesis's refusal of a second subscription of one consumer to one
 // shard within 5 s of the first, and the end of a subscription that a newer one took over.
@@ -67,7 +73,8 @@ func subscriptionInUse(err error) bool {
 func (r *shardReader) subscribe(pos position) (err, stop error) {
 	api := r.sub.cfg.Client.(FanOutAPI) // Validate checked it
 	start := r.startAt(pos)
-	in := &awskinesis.SubscribeToShardInput{ConsumerARN: &r.sub.consumerARN, ShardId: &r.shardID, StartingPosition: &start}
+	arn := r.sub.fanOut.current()
+	in := &awskinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &r.shardID, StartingPosition: &start}
 	// The subscription outlives the call: its events come on the response body, read until
 	// endPush. So the SDK gets a context of its own, which the call's time limit ends only
 	// while Kinesis has not answered yet.
@@ -96,7 +103,7 @@ func (r *shardReader) subscribe(pos position) (err, stop error) {
 		}
 		return err, stop
 	}
-	r.push.events, r.push.endStream = events, endStream
+	r.push.events, r.push.endStream, r.push.consumer = events, endStream, arn
 	r.push.subscribedAt = r.now()
 	r.push.renewAt = r.push.subscribedAt.Add(pushRenewAfter)
 	return nil, nil
@@ -120,6 +127,15 @@ func (r *shardReader) endPush() {
 	if r.push.events != nil {
 		_ = r.push.events.Close()
 		r.push.events = nil
+	}
+}
+
+// notBeforeTakeover postpones the next subscription until Kinesis takes one again: one within
+// 5 s of this reader's last is refused, and each refusal counts against the consumer's one
+// call per second per shard.
+func (r *shardReader) notBeforeTakeover() {
+	if next := r.push.subscribedAt.Add(subscriptionTakeover); r.fetchAt.Before(next) {
+		r.fetchAt = next
 	}
 }
 
@@ -157,7 +173,7 @@ func (r *shardReader) fetchPushed() error {
 			return stop
 		case err != nil:
 			r.failures++
-			return r.pushFailed(err)
+			return r.pushFailed(err, false)
 		}
 		r.fetchAt = r.now()
 		return nil
@@ -166,7 +182,8 @@ func (r *shardReader) fetchPushed() error {
 }
 
 // awaitEvent takes the subscription's next event, waiting for it as a call that is out: the
-// reader goes on renewing, checkpointing, sending and handing over meanwhile (callOut).
+// reader goes on renewing, checkpointing, sending and handing over meanwhile (callOut). A
+// reader that pauses meanwhile may take the event, but sends nothing of it while paused.
 func (r *shardReader) awaitEvent() error {
 	events := r.push.events.Events()
 	limit := min(pushSilenceLimit, max(r.push.renewAt.Sub(r.now()), 0))
@@ -201,12 +218,15 @@ func (r *shardReader) awaitEvent() error {
 	case !open:
 		streamErr := r.push.events.Err()
 		r.endPush()
-		if streamErr == nil { // Kinesis ended the subscription: its 5 minutes are up
-			r.fetchAt = r.now()
+		r.fetchAt = r.now()
+		if streamErr == nil {
+			// Kinesis ended the subscription: its 5 minutes are up, or (the SDK reports a
+			// connection cut between events as a clean end too) the connection dropped.
+			r.notBeforeTakeover()
 			return nil
 		}
 		r.failures++
-		return r.pushFailed(streamErr)
+		return r.pushFailed(streamErr, true)
 	}
 	e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
 	if !ok { // an event this SDK does not know: nothing to read in it
@@ -214,51 +234,136 @@ func (r *shardReader) awaitEvent() error {
 		return nil
 	}
 	r.took(e.Value.Records, e.Value.MillisBehindLatest)
-	if c := e.Value.ContinuationSequenceNumber; c != nil && len(e.Value.ChildShards) == 0 {
-		r.push.continuation = *c
-	} else {
+	r.fetchAt = r.now()
+	switch c := e.Value.ContinuationSequenceNumber; {
+	case len(e.Value.ChildShards) > 0:
 		// The shard is closed and this is its last event: Kinesis names the children, as
 		// GetRecords does at the end, and sends no continuation.
 		r.ended, r.children = true, e.Value.ChildShards
 		r.endPush()
+	case c == nil:
+		// Neither a continuation nor the children: not an end Kinesis would send, and
+		// taking it for one would skip the rest of an open shard. Subscribe again from the
+		// last record read.
+		warn(r.sub.logger, "The shard's subscription sent an event with no ContinuationSequenceNumber and no ChildShards; subscribing again", nil,
+			r.logFields().Add(watermill.LogFields{"records": len(e.Value.Records)}))
+		r.endPush()
+		r.notBeforeTakeover()
+	default:
+		r.push.continuation = *c
 	}
-	r.fetchAt = r.now()
 	return nil
 }
 
-// pushFailed is fetchFailed for a subscription that could not be made or ended in error:
-// what may pass postpones the next subscription; only errors no retry can fix are returned.
-// r.failures counts the failure already.
-func (r *shardReader) pushFailed(err error) error {
-	if subscriptionInUse(err) {
-		// Another subscription of the consumer to this shard was made less than 5 s ago (the
-		// shard's previous reader's), or a newer one took this one over. Kinesis lets a new
-		// one take over 5 s after the last.
-		r.sub.logger.Info("Subscription to the shard is in use by another; subscribing again shortly",
-			r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures}))
-		r.fetchAt = r.now().Add(backoff(r.failures-1, pushInUseBackoff, subscriptionTakeover))
+// pushErrorKind sorts the failures of a subscription that pushFailed treats apart from the
+// errors that classify sorts, as polling's are.
+type pushErrorKind int
+
+const (
+	pushOtherError       pushErrorKind = iota // classify decides
+	pushInUse                                 // refused: another subscription was made less than 5 s ago
+	pushTakenOver                             // ended: a newer subscription took over while the lease is held
+	pushConnectionFailed                      // ended by the connection, with no word from Kinesis
+)
+
+// pushErrorKindOf is pushFailed's first decision about err, from a SubscribeToShard call
+// (inStream false) or an open subscription's stream, of a reader that holds a lease or not.
+func pushErrorKindOf(err error, inStream, leased bool) pushErrorKind {
+	var apiErr smithy.APIError
+	switch {
+	case subscriptionInUse(err) && inStream && leased:
+		return pushTakenOver
+	case subscriptionInUse(err):
+		return pushInUse
+	case inStream && !errors.As(err, &apiErr) && !errors.Is(err, context.Canceled):
+		return pushConnectionFailed
+	}
+	return pushOtherError
+}
+
+// pushFailed is fetchFailed for a subscription that could not be made (inStream false) or
+// that ended in error: what may pass postpones the next subscription; only errors no retry can
+// fix are returned. r.failures counts the failure already.
+func (r *shardReader) pushFailed(err error, inStream bool) error {
+	what := "subscribing to the shard (SubscribeToShard)"
+	if inStream {
+		what = "reading the shard's subscription (SubscribeToShard)"
+	}
+	fields := r.logFields().Add(watermill.LogFields{"err": err, "failures": r.failures})
+	switch pushErrorKindOf(err, inStream, r.held != nil) {
+	case pushTakenOver:
+		// A newer subscription of the consumer to this shard took this one over while
+		// this reader holds the lease: no instance of the group should subscribe to it
+		// now, so another group (or program) reads through the same consumer name.
+		warn(r.sub.logger, "The shard's subscription was taken over by another; subscribing again shortly", err, fields.Add(watermill.LogFields{
+			"consumer": r.sub.cfg.FanOut.ConsumerName,
+			"why":      "another consumer group, or another program, subscribes through the same stream consumer: give each group its own FanOut.ConsumerName"}))
+		r.fetchAt = r.now().Add(backoff(r.failures-1, subscriptionTakeover, 4*subscriptionTakeover))
+		return nil
+	case pushInUse:
+		// Another subscription of the consumer to this shard was made less than 5 s ago
+		// (the shard's previous reader's). Kinesis lets a new one take over 5 s after it.
+		r.sub.logger.Info("Subscription to the shard is in use by another; subscribing again shortly", fields)
+		r.fetchAt = r.now().Add(backoff(r.failures-1, pushInUseBackoff, pushInUseMaxBackoff))
+		return nil
+	case pushConnectionFailed:
+		// The connection failed under the stream (a reset, a GOAWAY, a body cut short): no
+		// word from Kinesis, which polling's reads count as passing too.
+		r.retryRead(classTransient, err)
+		r.notBeforeTakeover()
 		return nil
 	}
 	class := classify(r.ctx, err)
 	if r.retryRead(class, err) {
-		// Not before Kinesis takes a new subscription: one within 5 s of this reader's last
-		// is refused, and each refusal counts against the consumer's 1 call per second.
-		if next := r.push.subscribedAt.Add(subscriptionTakeover); r.fetchAt.Before(next) {
-			r.fetchAt = next
-		}
+		r.notBeforeTakeover()
 		return nil
 	}
 	switch class {
 	case classNotFound:
-		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf(
-			"subscribing to the shard with consumer %q: the stream, the shard or the consumer is gone (a consumer deregistered while the group reads through it is registered again when the subscription restarts): %w",
-			r.sub.cfg.FanOut.ConsumerName, err)}
+		// The consumer was deregistered (and perhaps registered again by another instance,
+		// under a new ARN), or the stream is gone: find or register the consumer again,
+		// which says which.
+		return r.consumerGone(err, what)
 	case classFatal:
 		if r.fallBackFromTrimmed(r.resumeAt().after, err) {
 			r.start, r.lastRead, r.push.continuation = position{initial: Position{Type: TrimHorizon}}, "", ""
-			r.fetchAt = r.now()
 			return nil
 		}
 	}
-	return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("subscribing to the shard (SubscribeToShard): %w", err)}
+	return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// consumerGone finds or registers the stream consumer again after a subscription through the
+// one this reader used found it gone, as a call that is out (callOut) so that the reader keeps
+// renewing meanwhile. The next subscription uses the consumer's ARN as it is now.
+func (r *shardReader) consumerGone(cause error, what string) error {
+	stale := r.push.consumer
+	if stale == "" {
+		stale = r.sub.fanOut.current()
+	}
+	ctx, cancel := clock.WithTimeout(r.ctx, r.sub.cfg.Clock, r.sub.cfg.FanOut.RegisterTimeout+r.sub.cfg.RequestTimeout)
+	defer cancel()
+	var arn string
+	err, stop := r.callOut(ctx, cancel, func(ctx context.Context) (err error) {
+		arn, err = r.sub.fanOut.refresh(ctx, r.sub, stale)
+		return err
+	})
+	switch {
+	case stop != nil:
+		return stop
+	case errors.Is(err, ErrStreamNotFound):
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", what, err)}
+	case err != nil:
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf(
+			"%s: the stream consumer %q is gone (deregistered?), and finding or registering it again failed: %w (the subscription's error: %w)",
+			what, r.sub.cfg.FanOut.ConsumerName, err, cause)}
+	}
+	if arn == stale {
+		// The consumer is there as it was: what Kinesis did not find is the shard.
+		return &ShardError{Stream: r.sub.stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", what, cause)}
+	}
+	r.sub.logger.Info("The stream consumer was gone; subscribing through it as it is now", r.logFields().Add(watermill.LogFields{
+		"consumer": r.sub.cfg.FanOut.ConsumerName, "consumer_arn": arn, "err": cause}))
+	r.fetchAt = r.now()
+	return nil
 }

@@ -240,6 +240,54 @@ func TestFanOutConsumerLimitFallsBack(t *testing.T) {
 	w.finish(ignore)
 }
 
+// The group's consumer is deregistered under two fan-out instances, as DeregisterConsumer does:
+// the subscriptions end with ResourceNotFoundException, the readers register the consumer again
+// (once, for all of them: it gets one new ARN) and subscribe through it from where they were,
+// so every record still arrives once and in order.
+func TestFanOutConsumerDeregistered(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newFanOutWorld(t)
+	wks := w.warm("w1", "w2")
+	describe := func() (*types.ConsumerDescription, error) {
+		d, err := w.e.log.DescribeStreamConsumer(context.Background(), &awskinesis.DescribeStreamConsumerInput{StreamARN: aws.String(w.streamARN()), ConsumerName: aws.String(subGroup)})
+		if err != nil {
+			return nil, err
+		}
+		return d.ConsumerDescription, nil
+	}
+	before, err := describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(time.Second) // a consumer's ARN names the second it was registered in
+	if err := kinesis.DeregisterConsumer(context.Background(), w.e.log, w.e.stream, subGroup); err != nil {
+		t.Fatal(err)
+	}
+	from := w.now()
+	w.steps(20 * time.Second)
+	w.drain(10 * time.Second)
+	w.closeAll(wks...)
+
+	s := w.stats(time.Time{}, time.Time{})
+	regs, _ := w.kin.count("RegisterStreamConsumer", from, w.now())
+	w.report("fan-out: consumer deregistered under the group", s, fmt.Sprintf("registrations_after=%d", regs))
+	w.checkAll(s, true)
+	after, err := describe()
+	if err != nil {
+		t.Fatalf("the consumer after the readers found it gone: %v; they should have registered it again", err)
+	}
+	if aws.ToString(after.ConsumerARN) == aws.ToString(before.ConsumerARN) || after.ConsumerStatus != types.ConsumerStatusActive {
+		t.Errorf("consumer %s %s, before %s: want a new ARN, ACTIVE", aws.ToString(after.ConsumerARN), after.ConsumerStatus, aws.ToString(before.ConsumerARN))
+	}
+	// Each instance's readers share one refresh, and an instance that finds the consumer
+	// registered by the other only waits for it: one call, two if both were first.
+	if regs < 1 || regs > 2 {
+		t.Errorf("%d RegisterStreamConsumer calls after the deregistration, want 1 or 2 (not one per reader)", regs)
+	}
+	w.noErrors("consumer deregistered", from, w.now())
+	w.finish(ignore)
+}
+
 // The lease store is down for 15 s under two fan-out instances: each reader pauses (it takes no
 // event and sends nothing) before its lease could expire, and what comes twice is at most what
 // was acked after the last checkpoint, exactly as with polling.

@@ -564,6 +564,9 @@ func leaseStoreLongOutage(t *testing.T, fanOut bool) {
 	if len(extra) > 0 {
 		t.Errorf("redelivered beyond what was acked after the last checkpoint: %v", extra)
 	}
+	if reads, _ := w.kin.count("GetRecords", time.Time{}, w.now()); fanOut && reads != 0 {
+		t.Errorf("%d GetRecords calls: the instances were to read with enhanced fan-out", reads)
+	}
 	w.finish(ignore)
 }
 

@@ -312,7 +312,13 @@ func (r *shardReader) initIterator() error {
 		if r.pushed() && subscriptionInUse(err) {
 			// The shard's previous reader subscribed less than 5 s ago: Kinesis takes this
 			// one once those 5 s are up, and counts each refused call against 1 per second.
-			class, wait = classThrottled, backoff(attempt, pushInUseBackoff, subscriptionTakeover)
+			class, wait = classThrottled, backoff(attempt, pushInUseBackoff, pushInUseMaxBackoff)
+		}
+		if r.pushed() && class == classNotFound {
+			if err := r.consumerGone(err, "subscribing to the shard (SubscribeToShard)"); err != nil {
+				return err
+			}
+			continue
 		}
 		switch class {
 		case classThrottled, classTransient:

@@ -66,7 +66,7 @@ type ShardHealth struct {
 	// Generation is the lease generation this worker holds the shard at; 0 without a group.
 	Generation int64
 	// Started is when the reader of the shard started; LastRead is when a GetRecords of it
-	// last succeeded (zero before the first).
+	// (with FanOut, a pushed event) last succeeded (zero before the first).
 	Started, LastRead time.Time
 	// MillisBehindLatest is what the last successful GetRecords said: how far the reader is
 	// behind the shard's newest record.

@@ -122,8 +122,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	fields := sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": sub.readers.len()})
-	if sub.consumerARN != "" {
-		fields["fan_out_consumer"] = sub.consumerARN
+	if sub.fanOut != nil {
+		fields["fan_out_consumer"] = sub.fanOut.current()
 	}
 	s.logger.Info("Subscribed", fields)
 	go func() {

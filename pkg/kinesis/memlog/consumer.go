@@ -422,3 +422,10 @@ func (l *Log) decodeConsumerToken(s string, st *stream) (string, error) {
 	}
 	return string(rest[n:]), nil
 }
+
+// consumerCount is how many consumers st has registered, for DescribeStreamSummary.
+func (l *Log) consumerCount(st *stream) int {
+	l.fanout.mu.Lock()
+	defer l.fanout.mu.Unlock()
+	return len(l.fanout.consumers[st])
+}

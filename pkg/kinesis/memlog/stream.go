@@ -200,7 +200,7 @@ func (l *Log) DescribeStreamSummary(ctx context.Context, in *awskinesis.Describe
 		EnhancedMonitoring:      []types.EnhancedMetrics{{ShardLevelMetrics: []types.MetricsName{}}},
 		EncryptionType:          types.EncryptionTypeNone,
 		OpenShardCount:          ptr(int32(len(st.shards.Load().open))),
-		ConsumerCount:           ptr(int32(0)),
+		ConsumerCount:           ptr(int32(l.consumerCount(st))),
 		MaxRecordSizeInKiB:      ptr(st.maxRecordKiB),
 	}}, nil
 }
