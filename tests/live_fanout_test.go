@@ -4,59 +4,32 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	smithymiddleware "github.com/aws/smithy-go/middleware"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/kinesislocal"
 )
 
-// kinesisCalls counts a Kinesis client's calls by operation.
-type kinesisCalls struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *kinesisCalls) option(o *awskinesis.Options) {
-	o.APIOptions = append(o.APIOptions, func(stack *smithymiddleware.Stack) error {
-		return stack.Initialize.Add(smithymiddleware.InitializeMiddlewareFunc("countCalls",
-			func(ctx context.Context, in smithymiddleware.InitializeInput, next smithymiddleware.InitializeHandler) (smithymiddleware.InitializeOutput, smithymiddleware.Metadata, error) {
-				c.mu.Lock()
-				c.calls[awsmiddleware.GetOperationName(ctx)]++
-				c.mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), smithymiddleware.Before)
-	})
-}
-
-func (c *kinesisCalls) of(op string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[op]
-}
-
 // kinesisLocalFanOut is an SDK client for kinesis-local, the test server that implements
 // enhanced fan-out, with the initial-response event it leaves out added (kinesislocal), and
 // its calls counted; it skips the test without the server.
-func kinesisLocalFanOut(t *testing.T, env *liveEnv) (*awskinesis.Client, *kinesisCalls) {
+func kinesisLocalFanOut(t *testing.T, env *liveEnv) (*awskinesis.Client, *callCounter) {
 	t.Helper()
 	endpoint := os.Getenv("KINESIS_MOCK_ENDPOINT")
 	if endpoint == "" {
 		t.Skip("KINESIS_MOCK_ENDPOINT is not set: run `make test`, which starts kinesis-local")
 	}
-	calls := &kinesisCalls{calls: map[string]int{}}
+	calls := newCallCounter()
 	return awskinesis.NewFromConfig(env.awsConfig, func(o *awskinesis.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.HTTPClient = kinesislocal.HTTPClient(nil)
-	}, calls.option), calls
+	}, calls.kinesisOption), calls
 }
 
 // TestLiveFanOutKinesisLocal runs the universal suite's tests that finish within a minute on

@@ -87,16 +87,29 @@ type callCounter struct {
 
 func newCallCounter() *callCounter { return &callCounter{calls: map[string]int{}} }
 
-func (c *callCounter) option(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(stack *smithymiddleware.Stack) error {
-		return stack.Initialize.Add(smithymiddleware.InitializeMiddlewareFunc("countCalls",
-			func(ctx context.Context, in smithymiddleware.InitializeInput, next smithymiddleware.InitializeHandler) (smithymiddleware.InitializeOutput, smithymiddleware.Metadata, error) {
-				c.mu.Lock()
-				c.calls[awsmiddleware.GetOperationName(ctx)]++
-				c.mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), smithymiddleware.Before)
-	})
+func (c *callCounter) option(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, c.count) }
+
+// kinesisOption counts a Kinesis client's calls.
+func (c *callCounter) kinesisOption(o *awskinesis.Options) {
+	o.APIOptions = append(o.APIOptions, c.count)
+}
+
+// count adds the middleware that counts each call by its operation.
+func (c *callCounter) count(stack *smithymiddleware.Stack) error {
+	return stack.Initialize.Add(smithymiddleware.InitializeMiddlewareFunc("countCalls",
+		func(ctx context.Context, in smithymiddleware.InitializeInput, next smithymiddleware.InitializeHandler) (smithymiddleware.InitializeOutput, smithymiddleware.Metadata, error) {
+			c.mu.Lock()
+			c.calls[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), smithymiddleware.Before)
+}
+
+// of is how many calls of op were counted.
+func (c *callCounter) of(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[op]
 }
 
 func (c *callCounter) summary() (total int, byOp string) {

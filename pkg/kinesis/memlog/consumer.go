@@ -244,30 +244,41 @@ func (l *Log) pruneConsumersLocked() {
 	}
 }
 
+// lockConsumer runs the fault hook for op, then finds the consumer named by its ARN, or by
+// its stream's ARN and its name, and returns it with the fan-out lock held until unlock.
+func (l *Log) lockConsumer(ctx context.Context, op string, consumerARN, streamARN, name *string) (*stream, *consumer, func(), error) {
+	call := Call{Op: op, Stream: refName(nil, streamARN)}
+	if call.Stream == "" {
+		call.Stream = consumerStream(consumerARN)
+	}
+	if err := l.before(ctx, call); err != nil {
+		return nil, nil, nil, err
+	}
+	var c checks
+	r := l.parseConsumerRef(&c, consumerARN, streamARN, name)
+	if err := c.err(); err != nil {
+		return nil, nil, nil, err
+	}
+	l.fanout.mu.Lock()
+	st, cons, err := l.findConsumerLocked(r)
+	if err != nil {
+		l.fanout.mu.Unlock()
+		return nil, nil, nil, err
+	}
+	return st, cons, l.fanout.mu.Unlock, nil
+}
+
 // DescribeStreamConsumer describes the consumer named by ConsumerARN, or by StreamARN and
 // ConsumerName, with its status as of now (see RegisterStreamConsumer).
 func (l *Log) DescribeStreamConsumer(ctx context.Context, in *awskinesis.DescribeStreamConsumerInput, _ ...func(*awskinesis.Options)) (*awskinesis.DescribeStreamConsumerOutput, error) {
 	if in == nil {
 		in = &awskinesis.DescribeStreamConsumerInput{}
 	}
-	call := Call{Op: "DescribeStreamConsumer", Stream: refName(nil, in.StreamARN)}
-	if call.Stream == "" {
-		call.Stream = consumerStream(in.ConsumerARN)
-	}
-	if err := l.before(ctx, call); err != nil {
-		return nil, err
-	}
-	var c checks
-	r := l.parseConsumerRef(&c, in.ConsumerARN, in.StreamARN, in.ConsumerName)
-	if err := c.err(); err != nil {
-		return nil, err
-	}
-	l.fanout.mu.Lock()
-	defer l.fanout.mu.Unlock()
-	st, cons, err := l.findConsumerLocked(r)
+	st, cons, unlock, err := l.lockConsumer(ctx, "DescribeStreamConsumer", in.ConsumerARN, in.StreamARN, in.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	return &awskinesis.DescribeStreamConsumerOutput{ConsumerDescription: &types.ConsumerDescription{
 		ConsumerARN:               ptr(cons.arn),
 		ConsumerName:              ptr(cons.name),
@@ -285,24 +296,11 @@ func (l *Log) DeregisterStreamConsumer(ctx context.Context, in *awskinesis.Dereg
 	if in == nil {
 		in = &awskinesis.DeregisterStreamConsumerInput{}
 	}
-	call := Call{Op: "DeregisterStreamConsumer", Stream: refName(nil, in.StreamARN)}
-	if call.Stream == "" {
-		call.Stream = consumerStream(in.ConsumerARN)
-	}
-	if err := l.before(ctx, call); err != nil {
-		return nil, err
-	}
-	var c checks
-	r := l.parseConsumerRef(&c, in.ConsumerARN, in.StreamARN, in.ConsumerName)
-	if err := c.err(); err != nil {
-		return nil, err
-	}
-	l.fanout.mu.Lock()
-	defer l.fanout.mu.Unlock()
-	st, cons, err := l.findConsumerLocked(r)
+	st, cons, unlock, err := l.lockConsumer(ctx, "DeregisterStreamConsumer", in.ConsumerARN, in.StreamARN, in.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	delete(l.fanout.consumers[st], cons.name)
 	gone := l.errConsumerNotFound(cons.arn)
 	for _, sub := range cons.subs {
