@@ -44,6 +44,9 @@ const (
 	grpSyncInterval    = 2 * time.Second
 	grpHandoffTimeout  = 10 * time.Second
 	grpCheckpointEvery = 5 * time.Second
+	// grpJoinWait is joinWait at these intervals: a newcomer that finds no free lease makes
+	// its first lease sync that long after its Subscribe returned.
+	grpJoinWait = 1500 * time.Millisecond
 	// grpSettleWait bounds the real time one settle may take; a driver goroutine that never
 	// blocks again (a busy loop) fails the test with its stack.
 	grpSettleWait = 5 * time.Second

@@ -213,10 +213,13 @@ func TestGroupHandoff(t *testing.T) {
 			}
 			revokedBefore := len(w1.eventsOf("revoked", x))
 
-			askedAt := w.now()
 			w2 := w.start("w2")
+			// w2 finds no free lease: it asks in its first lease sync, which comes after the
+			// join wait, once Subscribe has returned.
+			w.runUntil("w2 asks for "+x, grpJoinWait+grpStep, func() bool { return len(w2.store.opsOf(lease.OpRequestHandoff, x)) > 0 })
+			askedAt := w2.store.opsOf(lease.OpRequestHandoff, x)[0].at
 			if l := w.lease(x); l.PendingOwner != "w2" || l.Owner != "w1" {
-				t.Fatalf("after w2 subscribed, the lease of %s is %+v; want w1's with w2 pending", x, l)
+				t.Fatalf("after w2's first lease sync, the lease of %s is %+v; want w1's with w2 pending", x, l)
 			}
 			// seenAt is when w1 first learned of the request: a listing of the leases, or a
 			// renewal or checkpoint of x, which returns the lease with w2 pending.
