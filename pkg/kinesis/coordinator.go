@@ -59,8 +59,10 @@ type subscription struct {
 	members *lease.MemberTracker // the group's members at the last lease sync
 	hb      heartbeat            // this subscription's member record (its own goroutine; see heartbeat)
 	// liveAtList and recordsAtList are the live members and every member record as of the
-	// last lease listing: a change lists again.
+	// last lease listing of a lease sync (nil before the first): one gone since lists again.
 	liveAtList, recordsAtList []string
+	// syncListed: a lease sync has listed the leases (the fields ...AtList are set).
+	syncListed bool
 	// quietListed: members seen quiet (quietMember), with the heartbeat counter they were
 	// quiet at, for which the leases were listed: once per quiet spell.
 	quietListed map[string]int64
@@ -111,6 +113,7 @@ func newSubscription(ctx context.Context, cfg SubscriberConfig, logger watermill
 		leases:      map[string]lease.Lease{},
 		tracker:     lease.NewTracker(),
 		members:     lease.NewMemberTracker(),
+		hb:          heartbeat{nudge: make(chan struct{}, 1)},
 		quietListed: map[string]int64{},
 		asked:       map[string]handoffAsk{},
 		deletable:   map[string]time.Time{},
@@ -609,7 +612,7 @@ func (c *subscription) createLeases(ids []string) error {
 		default:
 			existed = 0
 			c.leases[id] = l
-			c.changes.Add(1) // the others see new leases at their next listing: list now
+			c.changed() // the others see new leases at their next listing: list now
 		}
 	}
 	return nil

@@ -26,6 +26,21 @@ type heartbeat struct {
 	member lease.Member // the record as the last heartbeat that succeeded left it
 	fails  int          // heartbeats failed in a row (beat goroutine only)
 	done   chan struct{}
+	// nudge (buffered, 1) has beat heartbeat at once: this worker's Changes moved (changed).
+	nudge chan struct{}
+}
+
+// changed moves this worker's lease.Member.Changes and has beat write it at once, so that the
+// others see the move at their next lease sync, not up to a heartbeat interval later. The
+// others list the leases only when a member's Changes move or a member goes (see
+// leaseListDue), not when one appears, so a newcomer's requests reach their owners this way.
+// Safe from any goroutine (the readers call it too).
+func (c *subscription) changed() {
+	c.changes.Add(1)
+	select {
+	case c.hb.nudge <- struct{}{}:
+	default: // a nudged heartbeat is pending already, and it carries this move too
+	}
 }
 
 // heartbeatInterval is how often a member heartbeats: twice per lease sync, so that a member
@@ -83,6 +98,7 @@ func (c *subscription) beat() {
 		case <-c.ctx.Done():
 			return
 		case <-tick.C():
+		case <-c.hb.nudge:
 		}
 		err := c.heartbeatOnce()
 		switch {

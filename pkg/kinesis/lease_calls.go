@@ -178,7 +178,7 @@ func (r *shardReader) logRenewFailed(err error) {
 	case r.paused:
 		// Each failed retry while paused moves Changes again: the others keep listing, and
 		// take the lease once its counter has not moved for LeaseDuration in their listings.
-		r.sub.changes.Add(1)
+		r.sub.changed()
 		r.sub.logger.Debug("Renewing the lease failed while paused; will retry", fields)
 	default:
 		r.sub.logger.Info("Renewing the lease failed; will retry", fields)
@@ -198,7 +198,7 @@ func (r *shardReader) pause(now time.Time) {
 	cfg := r.sub.cfg
 	r.paused = true
 	r.health.paused.Store(true)
-	r.sub.changes.Add(1) // the others list the leases, to time this one's expiry
+	r.sub.changed() // the others list the leases, to time this one's expiry
 	warn(r.sub.logger, "Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
 		fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.logFields())
 	r.suspendWindow(now)
