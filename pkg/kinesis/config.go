@@ -281,8 +281,9 @@ type GroupConfig struct {
 	// Default: LeaseDuration / 3.
 	LeaseRenewInterval time.Duration
 	// LeaseSyncInterval is how often a worker reads the group's members (it heartbeats twice
-	// per interval) and, when they show a change, lists the leases to take free or expired
-	// ones and to even out the group; a quiet group lists them every 30 intervals. Default: 2 s.
+	// per interval, but at most every 250 ms) and, when they show a change, lists the leases
+	// to take free or expired ones and to even out the group; a quiet group lists them every
+	// 30 intervals. Default: 2 s.
 	LeaseSyncInterval time.Duration
 	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
 	// waits for the owner to hand it over before taking it. The owner lets the messages in

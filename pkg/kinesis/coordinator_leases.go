@@ -291,11 +291,12 @@ func (c *subscription) syncMembers() []string {
 }
 
 // memberFresh is how recently a member's heartbeat must have been seen to move for it to
-// count for the shares: three lease syncs (it heartbeats at each), within the lease duration.
-// A worker that stops is counted out well before its leases expire, so it never holds the
-// others below their share when they come to take its leases.
+// count for the shares: six heartbeat intervals (three lease syncs, unless minHeartbeatInterval
+// spaces the heartbeats out), within the lease duration. A worker that stops is counted out
+// well before its leases expire, so it never holds the others below their share when they come
+// to take its leases.
 func memberFresh(cfg SubscriberConfig) time.Duration {
-	return min(cfg.Group.LeaseDuration, 3*cfg.Group.LeaseSyncInterval)
+	return min(cfg.Group.LeaseDuration, 6*heartbeatInterval(cfg))
 }
 
 // removeMember removes a member record. A failure that is not a condition failure (DeleteItem

@@ -10,8 +10,8 @@ import (
 )
 
 // heartbeat is a grouped subscription's member record, written by a goroutine of its own
-// (beat) twice per LeaseSyncInterval, so that no coordinator step (a long run of lease creations
-// after a reshard, a slow Subscribe) holds it up.
+// (beat) twice per LeaseSyncInterval, but at most every minHeartbeatInterval, so that no
+// coordinator step (a long run of lease creations after a reshard, a slow Subscribe) holds it up.
 //
 // The others read the members at every lease sync. A member that heartbeats twice per sync and
 // shows no move across a whole sync has missed a heartbeat (quietMember): it may have crashed,
@@ -44,10 +44,21 @@ func (c *subscription) changed() {
 }
 
 // heartbeatInterval is how often a member heartbeats: twice per lease sync, so that a member
-// read once per sync that shows no move has missed one (quietMember).
+// read once per sync that shows no move has missed one (quietMember), but never more often
+// than minHeartbeatInterval.
 func heartbeatInterval(cfg SubscriberConfig) time.Duration {
-	return max(cfg.Group.LeaseSyncInterval/2, time.Millisecond) // a ticker needs a positive period
+	return max(cfg.Group.LeaseSyncInterval/2, minHeartbeatInterval)
 }
+
+// minHeartbeatInterval is the shortest heartbeat interval, reached with LeaseSyncInterval
+// under 500 ms. Every member's heartbeats go to one partition key, so twice per sync at the
+// 100 ms lease syncs of the universal test suite is 20 writes a second per member: in
+// TestConcurrentSubscribe, 50 members wrote 1,000 a second (24,000 of the run's 72,800 calls),
+// as much as dynalite answers and as much as one DynamoDB partition takes (1,000 WCU), and the
+// late heartbeats looked like missed ones. What it costs: a crashed member is seen quiet about
+// 2.5 heartbeat intervals after its last heartbeat instead of two lease syncs (under a second
+// more before LeaseDuration starts), and is counted out after memberFresh.
+const minHeartbeatInterval = 250 * time.Millisecond
 
 // quietMember is how long a member's heartbeat may show no move before the others list the
 // leases to watch its leases' counters: one and a half heartbeat intervals.

@@ -275,7 +275,9 @@ func TestSubscriber_SubscribeContextDeadlineIsAStop(t *testing.T) {
 				}
 			}()
 			e.publish(subMsgs(0, 4)...)
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			// Long enough for the join wait of a grouped Subscribe that finds free leases
+			// (375 ms: heartbeats are at least 250 ms apart) and the 4 messages.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			ch := e.subscribe(s, ctx)
 			subRecvAck(t, ch, 4)
