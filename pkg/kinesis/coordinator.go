@@ -143,6 +143,10 @@ func (c *subscription) start() error {
 	if c.grouped() {
 		c.syncMembers() // the first read: the lease sync after the wait tells who moved or appeared
 	}
+	// Before any reader can start, here or at the first lease sync after the join wait.
+	if err := c.startFanOut(); err != nil {
+		return err
+	}
 	if c.grouped() && (c.anyFree() || c.othersRecorded()) {
 		if !c.anyToStart() {
 			// Nothing here is read until the plan after the wait, and then only leases
@@ -156,9 +160,6 @@ func (c *subscription) start() error {
 		if err := c.awaitJoiners(); err != nil {
 			return err
 		}
-	}
-	if err := c.startFanOut(); err != nil {
-		return err
 	}
 	return c.startReaders()
 }
