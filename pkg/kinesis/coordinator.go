@@ -69,9 +69,10 @@ type subscription struct {
 	// listSoon: something since the last listing (a reader's exit, a take or request that
 	// failed) makes the next lease sync list the leases.
 	listSoon bool
-	// changes is this worker's lease.Member.Changes, which its heartbeats carry: moved (by the
-	// coordinator and the readers) when it created leases, released one or a reader paused,
-	// so that the others list the leases. changesAtList are the others' as of the last listing.
+	// changes is this worker's lease.Member.Changes, which its heartbeats carry: moved through
+	// changed (by the coordinator and the readers) when it created leases, released one, asked
+	// for one or a reader paused, so that the others list the leases. changesAtList are the
+	// others' as of the last listing.
 	changes       atomic.Int64
 	changesAtList map[string]int64
 	// warnedMembers: a member record could not be removed, and WARN said so once.

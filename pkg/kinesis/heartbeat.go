@@ -30,8 +30,9 @@ type heartbeat struct {
 	nudge chan struct{}
 }
 
-// changed moves this worker's lease.Member.Changes and has beat write it at once, so that the
-// others see the move at their next lease sync, not up to a heartbeat interval later. The
+// changed moves this worker's lease.Member.Changes and has beat write it at once (at most once
+// between two scheduled heartbeats), so that the others see the move at their next lease sync,
+// not up to a heartbeat interval later. The
 // others list the leases only when a member's Changes move or a member goes (see
 // leaseListDue), not when one appears, so a newcomer's requests reach their owners this way.
 // Safe from any goroutine (the readers call it too).
@@ -53,11 +54,12 @@ func heartbeatInterval(cfg SubscriberConfig) time.Duration {
 // minHeartbeatInterval is the shortest heartbeat interval, reached with LeaseSyncInterval
 // under 500 ms. Every member's heartbeats go to one partition key, so twice per sync at the
 // 100 ms lease syncs of the universal test suite is 20 writes a second per member: in
-// TestConcurrentSubscribe, 50 members wrote 1,000 a second (24,000 of the run's 72,800 calls),
-// as much as dynalite answers and as much as one DynamoDB partition takes (1,000 WCU), and the
-// late heartbeats looked like missed ones. What it costs: a crashed member is seen quiet about
-// 2.5 heartbeat intervals after its last heartbeat instead of two lease syncs (under a second
-// more before LeaseDuration starts), and is counted out after memberFresh.
+// TestConcurrentSubscribe, 50 members were due to write 1,000 a second, as much as one
+// DynamoDB partition takes (1,000 WCU) and more than dynalite answered besides everything
+// else (24,000 of the run's 72,800 calls in 60 s), and the late heartbeats looked like missed
+// ones. What it costs: a crashed member is seen quiet within about 2.5 heartbeat intervals and
+// a lease sync of its last heartbeat instead of two lease syncs (under a second more before
+// LeaseDuration starts), and is counted out after memberFresh.
 const minHeartbeatInterval = 250 * time.Millisecond
 
 // quietMember is how long a member's heartbeat may show no move before the others list the
@@ -104,12 +106,22 @@ func (c *subscription) beat() {
 	defer close(c.hb.done)
 	tick := c.cfg.Clock.NewTicker(heartbeatInterval(c.cfg))
 	defer tick.Stop()
+	// At most one nudged heartbeat between two ticks: Changes can move many times in a row (a
+	// reshard's lease creations, one per call), and a heartbeat for each, back to back, would
+	// load the member partition as the heartbeat interval is there to prevent.
+	nudge := c.hb.nudge
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-tick.C():
-		case <-c.hb.nudge:
+			nudge = c.hb.nudge
+			select {
+			case <-c.hb.nudge: // this heartbeat carries every move so far
+			default:
+			}
+		case <-nudge:
+			nudge = nil // the next one waits for the tick
 		}
 		err := c.heartbeatOnce()
 		switch {

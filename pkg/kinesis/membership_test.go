@@ -181,3 +181,34 @@ func TestGroupSplitChildrenTakenByOthers(t *testing.T) {
 	w.check()
 	goleak.VerifyNone(t, ignore)
 }
+
+// Each lease a worker creates moves its Changes, and a move is heartbeated at once, but at
+// most once between two scheduled heartbeats: the 16 creations of a first start make one
+// extra heartbeat, not 16 back to back.
+func TestMembershipNudgedHeartbeatsBounded(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 16)
+	startedAt := w.now()
+	w1 := w.start("w1")
+	creates, beats := 0, 0
+	for _, o := range w1.store.opsOf(lease.OpCreate, "") {
+		if o.err == nil {
+			creates++
+		}
+	}
+	for _, o := range w1.store.opsOf(lease.OpHeartbeat, "") {
+		if o.at.Before(startedAt.Add(grpSyncInterval / 2)) { // before the first scheduled one
+			beats++
+		}
+	}
+	t.Logf("w1 created %d leases and heartbeated %d times before its first scheduled heartbeat", creates, beats)
+	if creates != 16 {
+		t.Fatalf("w1 created %d leases, want 16", creates)
+	}
+	if beats != 2 {
+		t.Errorf("w1 heartbeated %d times before its first scheduled heartbeat, want 2 (the first, and one for the creations)", beats)
+	}
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
