@@ -63,6 +63,8 @@ type subscription struct {
 	liveAtList, recordsAtList []string
 	// syncListed: a lease sync has listed the leases (the fields ...AtList are set).
 	syncListed bool
+	// listTimeouts counts the lease listings that timed out in a row (refreshLeases).
+	listTimeouts int
 	// quietListed: members seen quiet (quietMember), with the heartbeat counter they were
 	// quiet at, for which the leases were listed: once per quiet spell.
 	quietListed map[string]int64
@@ -138,7 +140,7 @@ func (c *subscription) start() error {
 	if c.grouped() {
 		c.startHeartbeat()
 	}
-	if err := c.syncShards(); err != nil {
+	if err := c.firstSync(); err != nil {
 		return err
 	}
 	if c.grouped() {
@@ -178,6 +180,29 @@ func (c *subscription) anyToStart() bool {
 	}
 	return false
 }
+
+// firstSync is Subscribe's first shard sync (and, in a group, lease listing and creation),
+// tried again after failures that pass: a lease store or Kinesis slow for a moment (the
+// universal suite's 50 concurrent subscriptions on dynalite under a loaded machine: a listing
+// of 16 Queries past RequestTimeout) should delay Subscribe, not fail it.
+func (c *subscription) firstSync() error {
+	for attempt := 1; ; attempt++ {
+		err := c.syncShards()
+		if err == nil || attempt == firstSyncTries {
+			return err
+		}
+		if class := classify(c.ctx, err); class != classTransient && class != classThrottled {
+			return err
+		}
+		c.logger.Info("Subscribe's first sync failed; retrying", c.logFields().Add(watermill.LogFields{"err": err, "attempt": attempt}))
+		if err := sleepOn(c.ctx, c.cfg.Clock, backoff(attempt-1, 100*time.Millisecond, time.Second)); err != nil {
+			return err
+		}
+	}
+}
+
+// firstSyncTries is how many times Subscribe tries its first sync.
+const firstSyncTries = 3
 
 // joinWait is how long a grouped Subscribe that finds free leases waits for instances starting
 // with it: one and a half heartbeat intervals (1.5 s at the defaults), so that every member
@@ -626,12 +651,20 @@ const createdByOthers = 8
 
 func (c *subscription) refreshLeases() error {
 	sent := c.cfg.Clock.Now() // the listing is as of some moment after this
-	ctx, cancel := c.callContext()
+	// A listing is up to 16 Queries (one per partition of the group's leases) in one call.
+	// After listings that timed out, the next may take longer, as a reader's reads may
+	// (shardReader.callContext): a slow store's answers get through, a hung call is still cut.
+	ctx, cancel := clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout<<min(c.listTimeouts, maxTimeoutDoublings))
 	list, err := c.cfg.Group.LeaseStore.List(ctx, c.cfg.Group.Name, c.stream)
+	timedOut := err != nil && c.ctx.Err() == nil && context.Cause(ctx) == context.DeadlineExceeded
 	cancel()
+	if timedOut {
+		c.listTimeouts++
+	}
 	if err != nil {
 		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.Group.Name, c.stream, err)
 	}
+	c.listTimeouts = 0
 	now := c.cfg.Clock.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
 	c.leasesListedAt = sent

@@ -3,8 +3,10 @@ package kinesis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,4 +380,32 @@ func TestSubscriber_CloseBoundedWhenStoreHangs(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	subClosedNow(t, ch)
+}
+
+// A lease listing that times out during Subscribe (a slow store for a moment) delays Subscribe
+// instead of failing it: the first sync is tried again, and the subscription reads.
+func TestSubscriber_SubscribeRetriesASlowFirstListing(t *testing.T) {
+	e := newSubEnv(t, 2, nil)
+	var lists atomic.Int32
+	e.store.SetFault(func(ctx context.Context, op string, _ lease.Key) error {
+		if op == lease.OpList && lists.Add(1) == 1 {
+			return fmt.Errorf("operation error DynamoDB: Query: %w", context.DeadlineExceeded)
+		}
+		return nil
+	})
+	sub := e.subscriber(e.config(subGroup))
+	msgs := e.subscribe(sub, context.Background())
+	e.publish(message.NewMessage("after-retry", []byte("x")))
+	select {
+	case m := <-msgs:
+		m.Ack()
+		if m.UUID != "after-retry" {
+			t.Fatalf("got %s", m.UUID)
+		}
+	case <-time.After(subWait):
+		t.Fatal("no message after Subscribe's first listing timed out once")
+	}
+	if n := lists.Load(); n < 2 {
+		t.Fatalf("%d listings: the first sync was not tried again", n)
+	}
 }
