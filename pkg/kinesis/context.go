@@ -47,7 +47,7 @@ type recordInfoKey struct{}
 // The reader goroutine cancels it (cancel) when it sees the message settled and when it stops;
 // handlers read it from any goroutine, so its state is behind mu.
 type messageContext struct {
-	parent context.Context // the reader's: deadline and values; its end ends this one too
+	parent context.Context // the reader's values (shardReader.msgParent); cancel alone ends this one
 	info   RecordInfo
 
 	mu        sync.Mutex

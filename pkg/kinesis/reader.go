@@ -44,13 +44,19 @@ type readerExit struct {
 // run writes ready once, closes finished once it has given the lease up, and then reports its
 // exit (sub.exits) unless the subscription has stopped listening (sub.quit).
 type shardReader struct {
-	sub      *subscription
-	shardID  string
-	ctx      context.Context
-	cancel   context.CancelFunc
-	lost     chan struct{} // closed by the coordinator when the lease moved to another owner
-	ready    chan error    // gets one value: nil once the iterator is held, or why not
-	finished chan struct{} // closed by run when nothing of the reader runs any more but its exit report
+	sub     *subscription
+	shardID string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// msgParent is the parent of the messages' contexts: ctx's values, not its end. A message's
+	// context ends when the reader sees it settled or gives it up (cancelWindow, after the
+	// last acks are counted), never before: ended with ctx, a message acked between the
+	// stop and the reader's last settle was checkpointed although its handler had seen its
+	// context end, which says it will be redelivered (found by tests/scale under -race).
+	msgParent context.Context
+	lost      chan struct{} // closed by the coordinator when the lease moved to another owner
+	ready     chan error    // gets one value: nil once the iterator is held, or why not
+	finished  chan struct{} // closed by run when nothing of the reader runs any more but its exit report
 	// handoff gets a value from the coordinator at each lease listing that finds another
 	// worker waiting for this lease (buffered 1; a signal already pending is enough).
 	handoff  chan struct{}

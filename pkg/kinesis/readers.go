@@ -131,7 +131,7 @@ func (t *readerTable) firstReadyBy() time.Time {
 func (c *subscription) startReader(shardID string, pos position, held *lease.Lease, takenAt time.Time) *shardReader {
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &shardReader{
-		sub: c, shardID: shardID, ctx: ctx, cancel: cancel,
+		sub: c, shardID: shardID, ctx: ctx, cancel: cancel, msgParent: context.WithoutCancel(ctx),
 		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
 		finished: make(chan struct{}),
 		start:    pos, held: held,

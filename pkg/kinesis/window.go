@@ -288,7 +288,7 @@ func (r *shardReader) prepare() {
 	r.next++
 	d := &delivery{last: u == nil || !u.aggregated || u.last}
 	d.ctx = &d.first
-	d.first.parent = r.ctx
+	d.first.parent = r.msgParent
 	info := &d.first.info
 	*info = RecordInfo{
 		Stream:             r.sub.stream,
@@ -448,7 +448,7 @@ func (r *shardReader) moveWatermark() {
 
 // refresh gives d a fresh message (same UUID, metadata and payload) with a new context.
 func (r *shardReader) refresh(d *delivery) {
-	ctx := &messageContext{parent: r.ctx, info: d.ctx.info}
+	ctx := &messageContext{parent: r.msgParent, info: d.ctx.info}
 	d.msg, d.ctx = d.msg.Copy(), ctx
 	d.msg.SetContext(ctx)
 }
