@@ -100,7 +100,7 @@ func (l *Log) GetShardIterator(ctx context.Context, in *awskinesis.GetShardItera
 	if c.required(top("shardId"), in.ShardId) {
 		c.name(top("shardId"), *in.ShardId)
 	}
-	checkIteratorType(&c, in.ShardIteratorType)
+	checkIteratorType(&c, "shardIteratorType", in.ShardIteratorType)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
@@ -126,14 +126,16 @@ func (l *Log) GetShardIterator(ctx context.Context, in *awskinesis.GetShardItera
 	return &awskinesis.GetShardIteratorOutput{ShardIterator: ptr(l.encodeIterator(it))}, nil
 }
 
-func checkIteratorType(c *checks, t types.ShardIteratorType) {
+// checkIteratorType checks an iterator type as AWS does, naming the field (shardIteratorType in
+// GetShardIterator, startingPosition.type in SubscribeToShard).
+func checkIteratorType(c *checks, field string, t types.ShardIteratorType) {
 	switch t {
 	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber,
 		types.ShardIteratorTypeTrimHorizon, types.ShardIteratorTypeLatest, types.ShardIteratorTypeAtTimestamp:
 	case "":
-		c.fail(nil, top("shardIteratorType"), "not be null")
+		c.fail(nil, top(field), "not be null")
 	default:
-		c.fail(ptr(string(t)), top("shardIteratorType"),
+		c.fail(ptr(string(t)), top(field),
 			"satisfy enum value set: [AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, LATEST, AT_TIMESTAMP]")
 	}
 }

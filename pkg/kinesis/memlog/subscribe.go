@@ -74,7 +74,7 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 	if in.StartingPosition == nil {
 		c.fail(nil, top("startingPosition"), "not be null")
 	} else {
-		checkStartingType(&c, in.StartingPosition.Type)
+		checkIteratorType(&c, "startingPosition.type", in.StartingPosition.Type)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
@@ -115,17 +115,6 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 	return out, nil
 }
 
-func checkStartingType(c *checks, t types.ShardIteratorType) {
-	switch t {
-	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber,
-		types.ShardIteratorTypeTrimHorizon, types.ShardIteratorTypeLatest, types.ShardIteratorTypeAtTimestamp:
-	case "":
-		c.fail(nil, top("startingPosition.type"), "not be null")
-	default:
-		c.fail(ptr(string(t)), top("startingPosition.type"),
-			"satisfy enum value set: [AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, LATEST, AT_TIMESTAMP]")
-	}
-}
 
 // activeConsumer finds the consumer r names and requires it ACTIVE.
 func (l *Log) activeConsumer(r consumerRef, now time.Time) (*stream, *consumer, error) {
