@@ -115,7 +115,6 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 	return out, nil
 }
 
-
 // activeConsumer finds the consumer r names and requires it ACTIVE.
 func (l *Log) activeConsumer(r consumerRef, now time.Time) (*stream, *consumer, error) {
 	l.fanout.mu.Lock()
