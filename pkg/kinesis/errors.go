@@ -1,16 +1,11 @@
 package kinesis
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
-
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -28,7 +23,7 @@ var (
 	ErrLeaseLost = lease.ErrLeaseLost
 	// ErrStreamNotFound means the stream does not exist. Create it, or set the CreateStream
 	// option so that the driver creates it.
-	ErrStreamNotFound = errors.New("kinesis: stream not found")
+	ErrStreamNotFound = awscall.ErrStreamNotFound
 	// ErrInvalidStreamName is matched by errors about a topic that is not a valid Kinesis
 	// stream name ([a-zA-Z0-9_.-], 1 to 128 characters).
 	ErrInvalidStreamName = errors.New("kinesis: invalid stream name")
@@ -83,101 +78,6 @@ func (e *PublishError) Unwrap() []error {
 	return errs
 }
 
-// ShardError names the shard a reader failed on.
-type ShardError struct {
-	Stream  string
-	ShardID string
-	Err     error
-}
-
-func (e *ShardError) Error() string {
-	return fmt.Sprintf("kinesis: stream %q shard %q: %v", e.Stream, e.ShardID, e.Err)
-}
-
-func (e *ShardError) Unwrap() error { return e.Err }
-
-// errorClass says what a reader or publisher does about an error from Kinesis.
-type errorClass int
-
-const (
-	// classFatal: retrying the same request will not help (bad request, no permission,
-	// stream gone, our own shutdown).
-	classFatal errorClass = iota
-	// classThrottled: over a rate limit; back off and retry the same request.
-	classThrottled
-	// classTransient: the service or the network failed; back off and retry.
-	classTransient
-	// classExpiredIterator: the iterator is older than five minutes; get a new one.
-	classExpiredIterator
-	// classNotFound: the stream or shard does not exist.
-	classNotFound
-)
-
-// classify sorts the error of a call made with ctx, by its type, never by its text.
-//
-// A context error is fatal only when ctx itself is done: the caller is shutting down. Otherwise
-// it is the call's own deadline (RequestTimeout), or the HTTP client's timeout, which net/http
-// reports as context.DeadlineExceeded: the network was slow, and a retry may pass.
-func classify(ctx context.Context, err error) errorClass {
-	if err != nil && ctx.Err() != nil {
-		return classFatal
-	}
-	var (
-		throttled  *types.ProvisionedThroughputExceededException
-		limit      *types.LimitExceededException
-		kmsThrottl *types.KMSThrottlingException
-		internal   *types.InternalFailureException
-		expired    *types.ExpiredIteratorException
-		notFound   *types.ResourceNotFoundException
-		respErr    *smithyhttp.ResponseError
-		apiErr     smithy.APIError
-		netErr     net.Error
-	)
-	switch {
-	case err == nil:
-		return classFatal
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return classTransient
-	case errors.As(err, &expired):
-		return classExpiredIterator
-	case errors.As(err, &notFound):
-		return classNotFound
-	case errors.As(err, &throttled), errors.As(err, &limit), errors.As(err, &kmsThrottl):
-		return classThrottled
-	case errors.As(err, &internal):
-		return classTransient
-	case errors.As(err, &apiErr) && isThrottleCode(apiErr.ErrorCode()):
-		return classThrottled
-	case errors.As(err, &apiErr) && apiErr.ErrorFault() == smithy.FaultServer:
-		return classTransient
-	case errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500:
-		return classTransient
-	case errors.As(err, &apiErr):
-		return classFatal
-	case errors.As(err, &netErr):
-		return classTransient
-	}
-	// Connection resets and refusals that are not net.Errors still arrive wrapped in the
-	// SDK's RequestSendError; an error with no API code came from the transport.
-	var sendErr *smithy.OperationError
-	if errors.As(err, &sendErr) {
-		return classTransient
-	}
-	return classFatal
-}
-
-// isThrottleCode reports the error codes AWS uses for throttling that have no typed error in
-// the Kinesis SDK (they come from the protocol layer).
-func isThrottleCode(code string) bool {
-	switch code {
-	case "ThrottlingException", "Throttling", "RequestLimitExceeded", "SlowDown":
-		return true
-	}
-	return false
-}
-
-// retryableEntryCode reports whether a failed PutRecords entry may succeed when sent again.
-// AWS documents only these two codes for entries.
-func retryableEntryCode(code string) bool {
-	return code == "ProvisionedThroughputExceededException" || code == "InternalFailure"
-}
+// ShardError names the shard a reader failed on: Stream, ShardID and the cause, Err (which
+// Unwrap returns).
+type ShardError = awscall.ShardError

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/group"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 )
 
 // Health is what a Subscriber is doing, for a readiness probe and for an operator: per
@@ -82,31 +84,6 @@ type ShardHealth struct {
 	Paused bool
 }
 
-// readerHealth is what a reader publishes of itself for Health. The reader goroutine writes
-// it; Health reads it from any goroutine.
-type readerHealth struct {
-	started  time.Time    // set before the reader starts; read-only after
-	lastRead atomic.Int64 // UnixNano of the last successful GetRecords, 0 before
-	progress atomic.Int64 // UnixNano of the last turn that delivered or settled a message, 0 before
-	behind   atomic.Int64 // MillisBehindLatest of that read
-	holding  atomic.Bool
-	paused   atomic.Bool
-}
-
-func (h *readerHealth) snapshot(shardID string, generation int64) ShardHealth {
-	s := ShardHealth{
-		ShardID: shardID, Generation: generation, Started: h.started,
-		MillisBehindLatest: h.behind.Load(), Holding: h.holding.Load(), Paused: h.paused.Load(),
-	}
-	if n := h.lastRead.Load(); n != 0 {
-		s.LastRead = time.Unix(0, n)
-	}
-	if n := h.progress.Load(); n != 0 {
-		s.LastProgress = time.Unix(0, n)
-	}
-	return s
-}
-
 // Health reports what the Subscriber reads and whether it is healthy (see Health.Healthy). It
 // is safe to call from any goroutine, at any time, and costs no call to Kinesis or the lease
 // store: it reads what the readers and coordinators last recorded.
@@ -116,7 +93,7 @@ func (s *Subscriber) Health() Health {
 	if cfg.FanOut.Enabled {
 		// A subscription silent for pushSilenceLimit is made again, at most 5 s after the
 		// last (subscriptionTakeover), in at most a RequestTimeout.
-		readWithin = max(readWithin, pushSilenceLimit+subscriptionTakeover+cfg.RequestTimeout)
+		readWithin = max(readWithin, shard.PushSilenceLimit+shard.SubscriptionTakeover+cfg.RequestTimeout)
 	}
 	h := Health{
 		At:              cfg.Clock.Now(),
@@ -126,13 +103,10 @@ func (s *Subscriber) Health() Health {
 	}
 	s.mu.Lock()
 	closed := s.closed
-	subs := make([]*subscription, 0, len(s.subs))
-	for sub := range s.subs {
-		subs = append(subs, sub)
-	}
+	subs := s.subscriptions()
 	s.mu.Unlock()
 	for _, sub := range subs {
-		h.Subscriptions = append(h.Subscriptions, sub.health())
+		h.Subscriptions = append(h.Subscriptions, subscriptionHealth(sub))
 	}
 	slices.SortFunc(h.Subscriptions, func(a, b SubscriptionHealth) int { return strings.Compare(a.Stream, b.Stream) })
 	h.Problems = healthProblems(h, closed)
@@ -140,14 +114,12 @@ func (s *Subscriber) Health() Health {
 	return h
 }
 
-// health is the subscription's part of Health.
-func (c *subscription) health() SubscriptionHealth {
-	sh := SubscriptionHealth{Stream: c.stream, ConsumerGroup: c.cfg.Group.Name, WorkerID: c.cfg.Group.WorkerID}
-	if n := c.lastLeaseSync.Load(); n != 0 {
-		sh.LastLeaseSync = time.Unix(0, n)
-	}
-	for _, r := range c.readers.snapshot() {
-		sh.Shards = append(sh.Shards, r.health.snapshot(r.shardID, r.generation))
+// subscriptionHealth is one subscription's part of Health.
+func subscriptionHealth(sub *group.Subscription) SubscriptionHealth {
+	st := sub.Status()
+	sh := SubscriptionHealth{Stream: st.Stream, ConsumerGroup: st.Group, WorkerID: st.WorkerID, LastLeaseSync: st.LastLeaseSync}
+	for _, r := range st.Readers {
+		sh.Shards = append(sh.Shards, ShardHealth(r.Health()))
 	}
 	return sh
 }

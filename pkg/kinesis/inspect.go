@@ -18,6 +18,9 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/group"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -257,7 +260,7 @@ func inspectListShards(ctx context.Context, cfg InspectConfig) ([]types.Shard, e
 		out, err := cfg.Client.ListShards(callCtx, in)
 		cancel()
 		if err != nil {
-			if classify(ctx, err) == classNotFound {
+			if awscall.Classify(ctx, err) == awscall.NotFound {
 				return nil, fmt.Errorf("%w: %q: %w", ErrStreamNotFound, cfg.Stream, err)
 			}
 			return nil, fmt.Errorf("kinesis: listing the shards of stream %q: %w", cfg.Stream, err)
@@ -327,7 +330,7 @@ func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLeas
 			taken = append(taken, id)
 		}
 	}
-	finished := finishedAncestors(taken, func(id string) []string { return byID[id].Parents }, func(id string) bool {
+	finished := group.FinishedAncestors(taken, func(id string) []string { return byID[id].Parents }, func(id string) bool {
 		s, ok := byID[id]
 		return ok && !s.HasLease && s.State == ShardClosed
 	})
@@ -383,10 +386,10 @@ func measureShard(ctx context.Context, cfg InspectConfig, s *ShardLease, now tim
 			fillBehind(s, out, now)
 			return nil
 		}
-		switch classify(ctx, err) {
-		case classThrottled, classTransient, classExpiredIterator:
+		switch awscall.Classify(ctx, err) {
+		case awscall.Throttled, awscall.Transient, awscall.ExpiredIterator:
 			if attempt+1 < inspectAttempts {
-				if serr := sleepCtx(ctx, backoff(attempt, 100*time.Millisecond, 2*time.Second)); serr != nil {
+				if serr := awscall.Sleep(ctx, awscall.Backoff(attempt, 100*time.Millisecond, 2*time.Second)); serr != nil {
 					return fmt.Errorf("%w (while retrying after: %w)", serr, err)
 				}
 				continue
@@ -420,7 +423,7 @@ func readAfterCheckpoint(ctx context.Context, cfg InspectConfig, shardID, checkp
 
 func inspectIterator(ctx context.Context, cfg InspectConfig, shardID, checkpoint string) (string, error) {
 	in := &awskinesis.GetShardIteratorInput{StreamName: aws.String(cfg.Stream), ShardId: aws.String(shardID)}
-	seq, _, inside := parsePosition(checkpoint)
+	seq, _, inside := wire.ParsePosition(checkpoint)
 	switch {
 	case checkpoint == "":
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon

@@ -19,19 +19,6 @@ type WarnLogger interface {
 	Warn(msg string, err error, fields watermill.LogFields)
 }
 
-// warn logs at WARN if the logger has that level, else at INFO marked as a warning.
-func warn(l watermill.LoggerAdapter, msg string, err error, fields watermill.LogFields) {
-	if w, ok := l.(WarnLogger); ok {
-		w.Warn(msg, err, fields)
-		return
-	}
-	fields = fields.Copy().Add(watermill.LogFields{"severity": "warn"})
-	if err != nil {
-		fields["err"] = err
-	}
-	l.Info(msg, fields)
-}
-
 // NewSlogLogger is watermill.NewSlogLogger with a WARN level (slog.LevelWarn) for the
 // driver's warnings, and its fields in a fixed order: stream, group, worker, shard and
 // generation first, the others by name (Watermill's adapter writes them in map order, so the

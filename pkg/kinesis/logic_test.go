@@ -1,16 +1,11 @@
 package kinesis
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go"
 )
 
 func keyed(keys ...string) []*pendingRecord {
@@ -70,55 +65,6 @@ func TestBatchesRespectCountAndSize(t *testing.T) {
 		}
 		if size > maxPutRecordsSize {
 			t.Fatalf("batch of %d bytes exceeds 5 MiB", size)
-		}
-	}
-}
-
-type fakeAPIError struct {
-	code  string
-	fault smithy.ErrorFault
-}
-
-func (e fakeAPIError) Error() string                 { return e.code }
-func (e fakeAPIError) ErrorCode() string             { return e.code }
-func (e fakeAPIError) ErrorMessage() string          { return e.code }
-func (e fakeAPIError) ErrorFault() smithy.ErrorFault { return e.fault }
-
-func TestClassify(t *testing.T) {
-	wrap := func(err error) error { return fmt.Errorf("call: %w", err) }
-	tests := []struct {
-		err  error
-		want errorClass
-	}{
-		{&types.ProvisionedThroughputExceededException{}, classThrottled},
-		{wrap(&types.LimitExceededException{}), classThrottled},
-		{&types.KMSThrottlingException{}, classThrottled},
-		{fakeAPIError{"ThrottlingException", smithy.FaultClient}, classThrottled},
-		{&types.InternalFailureException{}, classTransient},
-		{fakeAPIError{"ServiceUnavailable", smithy.FaultServer}, classTransient},
-		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, classTransient},
-		{wrap(&types.ExpiredIteratorException{}), classExpiredIterator},
-		{&types.ResourceNotFoundException{}, classNotFound},
-		{&types.InvalidArgumentException{}, classFatal},
-		{&types.AccessDeniedException{}, classFatal},
-		{fakeAPIError{"UnrecognizedClientException", smithy.FaultClient}, classFatal},
-		// A context error of a call whose caller goes on is that call's own deadline or the
-		// HTTP client's timeout (net/http's matches context.DeadlineExceeded): transient.
-		{wrap(context.Canceled), classTransient},
-		{wrap(context.DeadlineExceeded), classTransient},
-		{&url.Error{Op: "Post", URL: "https://kinesis", Err: context.DeadlineExceeded}, classTransient},
-	}
-	for _, tt := range tests {
-		if got := classify(context.Background(), tt.err); got != tt.want {
-			t.Errorf("classify(%T %v) = %d, want %d", tt.err, tt.err, got, tt.want)
-		}
-	}
-	// Once the caller's own context is done, every error is fatal: the caller is stopping.
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, err := range []error{context.Canceled, &url.Error{Op: "Post", Err: context.DeadlineExceeded}, &types.InternalFailureException{}} {
-		if got := classify(done, err); got != classFatal {
-			t.Errorf("classify(done context, %v) = %d, want fatal", err, got)
 		}
 	}
 }

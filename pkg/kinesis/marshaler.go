@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/uuid"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/envelope"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/envelope"
 )
 
 // Marshaler turns a Watermill message into the data of one Kinesis record.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/group"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -39,6 +41,9 @@ type subscriberMetrics struct {
 	checkpoints, checkpointFailures      metric.Int64Counter
 	leasesHeld                           metric.Int64UpDownCounter
 	acquired, handedOver, released, lost metric.Int64Counter
+	// byCount are the counters above by what the readers count (shard.Count); the lease
+	// counter, an up-down counter, is not among them.
+	byCount [shard.NumCounts]metric.Int64Counter
 }
 
 // instruments creates the instruments of one meter and collects their errors, which make
@@ -91,6 +96,12 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 		released:           in.counter("kinesis.lease.released", "{lease}", "Leases released (at Close, or at a shard's end)"),
 		lost:               in.counter("kinesis.lease.lost", "{lease}", "Leases lost to another worker (fencing)"),
 	}
+	m.byCount = [shard.NumCounts]metric.Int64Counter{
+		shard.CountConsumed: m.consumed, shard.CountBytes: m.bytes, shard.CountAcks: m.acks, shard.CountNacks: m.nacks,
+		shard.CountRedeliveries: m.redeliveries, shard.CountThrottles: m.throttles, shard.CountIteratorRenewals: m.iteratorRenewals,
+		shard.CountCheckpoints: m.checkpoints, shard.CountCheckpointFailures: m.checkpointFailures,
+		shard.CountHandedOver: m.handedOver, shard.CountReleased: m.released, shard.CountLost: m.lost,
+	}
 	var err error
 	m.meter = in.m
 	m.behind, err = in.m.Int64ObservableGauge("kinesis.consumer.millis_behind_latest", metric.WithUnit("ms"),
@@ -103,42 +114,70 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 }
 
 // observeBehind registers the callback that reports millis behind latest for the shards that
-// readers() returns at each collection.
-func (m *subscriberMetrics) observeBehind(readers func() []*shardReader) (metric.Registration, error) {
+// the subscriptions subs() returns read at each collection.
+func (m *subscriberMetrics) observeBehind(subs func() []*group.Subscription) (metric.Registration, error) {
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for _, r := range readers() {
-			if r.health.lastRead.Load() != 0 { // nothing to say before the first read
-				o.ObserveInt64(m.behind, r.health.behind.Load(), r.metrics.obs...)
+		for _, sub := range subs() {
+			st := sub.Status()
+			for _, r := range st.Readers {
+				if h := r.Health(); !h.LastRead.IsZero() { // nothing to say before the first read
+					o.ObserveInt64(m.behind, h.MillisBehindLatest, metric.WithAttributeSet(shardAttrs(st.Stream, st.Group, h.ShardID)))
+				}
 			}
 		}
 		return nil
 	}, m.behind)
 }
 
-// shardMetrics are the instruments with one shard's attributes, built once per reader so that
-// a measurement allocates nothing.
-type shardMetrics struct {
-	*subscriberMetrics
-	attrs attribute.Set
-	add   []metric.AddOption
-	obs   []metric.ObserveOption
+// forSubscription is the group.Metrics of one subscription.
+func (m *subscriberMetrics) forSubscription(stream, group string) subscriptionMetrics {
+	return subscriptionMetrics{m: m, stream: stream, group: group}
 }
 
-func (m *subscriberMetrics) forShard(stream, group, shardID string) shardMetrics {
+// subscriptionMetrics makes the metrics of each shard a subscription reads.
+type subscriptionMetrics struct {
+	m             *subscriberMetrics
+	stream, group string
+}
+
+var _ group.Metrics = subscriptionMetrics{}
+
+// ForShard is the shard's metrics, with its attributes made once.
+func (s subscriptionMetrics) ForShard(shardID string) shard.Metrics {
+	set := shardAttrs(s.stream, s.group, shardID)
+	return &shardMetrics{subscriberMetrics: s.m, attrs: set, add: []metric.AddOption{metric.WithAttributeSet(set)}}
+}
+
+// shardAttrs are the attributes of a shard's measurements.
+func shardAttrs(stream, group, shardID string) attribute.Set {
 	kv := []attribute.KeyValue{attrSystem.String(systemName), attrDestination.String(stream), attrPartition.String(shardID)}
 	if group != "" {
 		kv = append(kv, attrGroup.String(group))
 	}
-	set := attribute.NewSet(kv...)
-	opt := metric.WithAttributeSet(set)
-	return shardMetrics{subscriberMetrics: m, attrs: set, add: []metric.AddOption{opt}, obs: []metric.ObserveOption{opt}}
+	return attribute.NewSet(kv...)
 }
 
-// count adds n to c for the shard.
-func (s shardMetrics) count(c metric.Int64Counter, n int64) { c.Add(context.Background(), n, s.add...) }
+// shardMetrics are the instruments with one shard's attributes: the shard.Metrics its reader
+// counts with.
+type shardMetrics struct {
+	*subscriberMetrics
+	attrs attribute.Set
+	add   []metric.AddOption
+}
 
-// leaseAcquired counts a take, with its reason.
-func (s shardMetrics) leaseAcquired(reason string) {
+var _ shard.Metrics = (*shardMetrics)(nil)
+
+// Count adds n to the instrument of c for the shard.
+func (s *shardMetrics) Count(c shard.Count, n int64) {
+	if c == shard.CountLeasesHeld {
+		s.leasesHeld.Add(context.Background(), n, s.add...)
+		return
+	}
+	s.byCount[c].Add(context.Background(), n, s.add...)
+}
+
+// LeaseAcquired counts a take, with its reason, and one more lease held.
+func (s *shardMetrics) LeaseAcquired(reason string) {
 	kv := append(s.attrs.ToSlice(), attrLeaseReason.String(reason))
 	s.acquired.Add(context.Background(), 1, metric.WithAttributes(kv...))
 	s.leasesHeld.Add(context.Background(), 1, s.add...)

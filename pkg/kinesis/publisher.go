@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/kpl"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
 )
 
 // Publisher writes Watermill messages to Kinesis streams; the topic is the stream name.
@@ -293,7 +294,7 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 		p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(stream))
 		var retry []*pendingRecord
 		switch {
-		case err != nil && (classify(ctx, err) == classThrottled || classify(ctx, err) == classTransient):
+		case err != nil && (awscall.Classify(ctx, err) == awscall.Throttled || awscall.Classify(ctx, err) == awscall.Transient):
 			retry = batch
 			markFailed(batch, err)
 		case err != nil:
@@ -316,7 +317,7 @@ func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
 		}
 		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": stream, "records": len(retry), "attempt": attempt + 1})
 		p.metrics.retries.Add(context.Background(), int64(len(retry)), p.streamAttrs(stream))
-		if err := sleepCtx(ctx, backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
+		if err := awscall.Sleep(ctx, awscall.Backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
 			for _, r := range retry {
 				r.err = fmt.Errorf("%w while waiting to retry (last attempt: %w)", err, r.err)
 			}
@@ -343,7 +344,7 @@ func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRec
 			continue
 		}
 		r.err = fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
-		if !retryableEntryCode(*res.ErrorCode) {
+		if !awscall.RetryableEntryCode(*res.ErrorCode) {
 			permanent++
 			continue
 		}
@@ -385,7 +386,7 @@ func (p *Publisher) putRecords(ctx context.Context, stream string, entries []typ
 }
 
 func (p *Publisher) callError(stream string, err error) error {
-	if classify(context.Background(), err) == classNotFound {
+	if awscall.Classify(context.Background(), err) == awscall.NotFound {
 		return fmt.Errorf("%w: %q (create it, or set PublisherConfig.CreateStream): %w", ErrStreamNotFound, stream, err)
 	}
 	return fmt.Errorf("kinesis: PutRecords to stream %q: %w", stream, err)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 	"unicode/utf8"
 
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 )
 
 // Kinesis limits the driver checks itself before calling, so that bad input gets an error
@@ -78,7 +76,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := client.DescribeStreamSummary(callCtx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		cancel()
-		if c := classify(ctx, err); err != nil && (c == classTransient || c == classThrottled) {
+		if c := awscall.Classify(ctx, err); err != nil && (c == awscall.Transient || c == awscall.Throttled) {
 			// The SDK has retried this call already; a few more rounds ride out a blip,
 			// but a Kinesis that cannot be reached is reported, not waited for.
 			failures++
@@ -97,7 +95,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamStatus != types.StreamStatusCreating {
 				return nil
 			}
-		case classify(ctx, err) == classNotFound && create:
+		case awscall.Classify(ctx, err) == awscall.NotFound && create:
 			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 			_, cerr := client.CreateStream(callCtx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
 			cancel()
@@ -105,50 +103,16 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			if cerr != nil && !errors.As(cerr, &inUse) {
 				return fmt.Errorf("kinesis: creating stream %q with %d shards: %w", stream, shards, cerr)
 			}
-		case classify(ctx, err) == classNotFound:
+		case awscall.Classify(ctx, err) == awscall.NotFound:
 			return fmt.Errorf("%w: %q (create it, or set CreateStream in the config): %w", ErrStreamNotFound, stream, err)
-		case classify(ctx, err) == classFatal:
+		case awscall.Classify(ctx, err) == awscall.Fatal:
 			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
 		}
-		if err := sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {
+		if err := awscall.Sleep(ctx, awscall.Backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {
 			if lastErr != nil {
 				return fmt.Errorf("kinesis: waiting for stream %q to become active: %w (last error: %w)", stream, err, lastErr)
 			}
 			return fmt.Errorf("kinesis: waiting for stream %q to become active: %w", stream, err)
 		}
-	}
-}
-
-// backoff is capped exponential backoff with full jitter: a random wait in [d/2, d] where d
-// doubles from base up to max, so that many readers retrying at once spread out.
-func backoff(attempt int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 0; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	half := d / 2
-	return half + rand.N(half+1)
-}
-
-// sleepCtx waits d or until ctx is done, whichever comes first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	return sleepOn(ctx, clock.Real(), d)
-}
-
-// sleepOn waits d on clk or until ctx is done, whichever comes first.
-func sleepOn(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/group"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -29,7 +30,7 @@ type Subscriber struct {
 	// cancels every registered one, so none can slip past Close.
 	mu     sync.Mutex
 	closed bool
-	subs   map[*subscription]struct{}
+	subs   map[*group.Subscription]int // each live subscription, with its member slot (0 without a group)
 	// members holds, per stream, the member slots of the live grouped subscriptions (1 is
 	// WorkerID itself, n > 1 is WorkerID#n); a slot is free again once its subscription has
 	// released its leases.
@@ -62,8 +63,8 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: creating the subscriber's metrics (MeterProvider): %w", err)
 	}
-	s := &Subscriber{config: config, logger: logger, metrics: metrics, subs: map[*subscription]struct{}{}, members: map[string]map[int]bool{}}
-	if s.behindReg, err = metrics.observeBehind(s.readers); err != nil {
+	s := &Subscriber{config: config, logger: logger, metrics: metrics, subs: map[*group.Subscription]int{}, members: map[string]map[int]bool{}}
+	if s.behindReg, err = metrics.observeBehind(s.liveSubscriptions); err != nil {
 		return nil, fmt.Errorf("kinesis: registering the subscriber's millis-behind gauge (MeterProvider): %w", err)
 	}
 	return s, nil
@@ -109,28 +110,29 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if !ok {
 		return nil, fmt.Errorf("%w: not subscribing to stream %q", ErrSubscriberClosed, topic)
 	}
-	err := s.ensureStream(sub.ctx, topic)
+	err := s.ensureStream(sub.Context(), topic)
 	if err == nil {
-		err = sub.start()
+		err = sub.Start()
 	}
 	if err != nil {
-		sub.shutdown()
+		sub.Shutdown()
 		s.unregister(sub)
 		if s.isClosed() {
 			return nil, fmt.Errorf("%w (while subscribing to stream %q: %w)", ErrSubscriberClosed, topic, err)
 		}
 		return nil, err
 	}
-	fields := sub.logFields().Add(watermill.LogFields{"shards": len(sub.shards), "reading": sub.readers.len()})
-	if sub.fanOut != nil {
-		fields["fan_out_consumer"] = sub.fanOut.current()
+	shards, reading, consumer := sub.Started()
+	fields := sub.LogFields().Add(watermill.LogFields{"shards": shards, "reading": reading})
+	if consumer != "" {
+		fields["fan_out_consumer"] = consumer
 	}
 	s.logger.Info("Subscribed", fields)
 	go func() {
-		sub.run()
+		sub.Run()
 		s.unregister(sub)
 	}()
-	return sub.out, nil
+	return sub.Messages(), nil
 }
 
 // SubscribeInitialize creates the stream if it is missing and CreateStream is set; otherwise
@@ -156,7 +158,7 @@ func (s *Subscriber) ensureStream(ctx context.Context, stream string) error {
 
 // register makes the subscription of one Subscribe call, as a member of the group of its own,
 // and records it so that Close stops it; false once the Subscriber is closed.
-func (s *Subscriber) register(ctx context.Context, stream string) (*subscription, bool) {
+func (s *Subscriber) register(ctx context.Context, stream string) (*group.Subscription, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -168,10 +170,8 @@ func (s *Subscriber) register(ctx context.Context, stream string) (*subscription
 		slot = s.takeMemberSlot(stream)
 		cfg.Group.WorkerID = memberID(s.config.Group.WorkerID, slot)
 	}
-	sub := newSubscription(ctx, cfg, s.logger, stream)
-	sub.metrics = s.metrics
-	sub.slot = slot
-	s.subs[sub] = struct{}{}
+	sub := group.New(ctx, cfg.internal(stream, s.logger, s.metrics))
+	s.subs[sub] = slot
 	return sub, true
 }
 
@@ -197,11 +197,11 @@ func (s *Subscriber) takeMemberSlot(stream string) int {
 	return slot
 }
 
-func (s *Subscriber) freeMemberSlot(sub *subscription) {
-	if taken := s.members[sub.stream]; taken != nil && sub.slot > 0 {
-		delete(taken, sub.slot)
+func (s *Subscriber) freeMemberSlot(sub *group.Subscription, slot int) {
+	if taken := s.members[sub.Stream()]; taken != nil && slot > 0 {
+		delete(taken, slot)
 		if len(taken) == 0 {
-			delete(s.members, sub.stream)
+			delete(s.members, sub.Stream())
 		}
 	}
 }
@@ -217,11 +217,15 @@ func memberID(workerID string, slot int) string {
 
 // unregister forgets a subscription that has stopped (its leases released) and frees its
 // member slot.
-func (s *Subscriber) unregister(sub *subscription) {
+func (s *Subscriber) unregister(sub *group.Subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	slot, ok := s.subs[sub]
+	if !ok {
+		return
+	}
 	delete(s.subs, sub)
-	s.freeMemberSlot(sub)
+	s.freeMemberSlot(sub, slot)
 }
 
 func (s *Subscriber) isClosed() bool {
@@ -241,36 +245,38 @@ func (s *Subscriber) Close() error {
 		return nil
 	}
 	s.closed = true
-	subs := make([]*subscription, 0, len(s.subs))
-	for sub := range s.subs {
-		subs = append(subs, sub)
-	}
+	subs := s.subscriptions()
 	s.mu.Unlock()
 	_ = s.behindReg.Unregister() // fails only for a provider shut down already
 
 	for _, sub := range subs {
-		sub.cancel()
+		sub.Cancel()
 	}
 	deadline, cancel := context.WithTimeout(context.Background(), s.config.CloseTimeout)
 	defer cancel()
 	var errs []error
 	for _, sub := range subs {
 		select {
-		case <-sub.done:
+		case <-sub.Done():
 		case <-deadline.Done():
-			errs = append(errs, fmt.Errorf("kinesis: subscription to stream %q did not stop within CloseTimeout (%s)", sub.stream, s.config.CloseTimeout))
+			errs = append(errs, fmt.Errorf("kinesis: subscription to stream %q did not stop within CloseTimeout (%s)", sub.Stream(), s.config.CloseTimeout))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// readers is every reader of the Subscriber's open subscriptions, for the metrics callback.
-func (s *Subscriber) readers() []*shardReader {
+// subscriptions are the live subscriptions; s.mu is held.
+func (s *Subscriber) subscriptions() []*group.Subscription {
+	subs := make([]*group.Subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	return subs
+}
+
+// liveSubscriptions are the live subscriptions, for Health and the metrics' callback.
+func (s *Subscriber) liveSubscriptions() []*group.Subscription {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*shardReader
-	for sub := range s.subs {
-		out = append(out, sub.readers.snapshot()...)
-	}
-	return out
+	return s.subscriptions()
 }

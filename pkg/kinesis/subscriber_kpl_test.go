@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/kpl"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 

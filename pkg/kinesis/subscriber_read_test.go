@@ -288,7 +288,7 @@ func TestSubscriber_MaxInFlightSettlesOutOfOrder(t *testing.T) {
 			ch := e.subscribe(s, context.Background())
 			out := subRecvN(t, ch, 3)
 			subWantPayloads(t, out, subRange(1, 3)...)
-			subWaitParked(t, "kinesis.(*shardReader).loop", "select", 1)
+			subWaitParked(t, "shard.(*Reader).loop", "select", 1)
 
 			out[2].Ack()
 			out[1].Nack()

@@ -1,0 +1,242 @@
+package group
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// cleanupWorld is a grouped subscription's coordinator state, set by hand: the shards listed
+// and the group's leases, kept in a memory store.
+type cleanupWorld struct {
+	t     *testing.T
+	c     *Subscription
+	store *lease.MemoryStore
+	clk   *clock.Fake
+}
+
+func newCleanupWorld(t *testing.T) *cleanupWorld {
+	store := lease.NewMemoryStore()
+	clk := clock.NewFake(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
+	return &cleanupWorld{t: t, c: New(context.Background(), testConfig(store, clk)), store: store, clk: clk}
+}
+
+// shard lists a shard; closed ones have an ending sequence number.
+func (w *cleanupWorld) shard(id string, closed bool, parents ...string) {
+	s := types.Shard{ShardId: aws.String(id), SequenceNumberRange: &types.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}
+	if closed {
+		s.SequenceNumberRange.EndingSequenceNumber = aws.String("9")
+	}
+	if len(parents) > 0 {
+		s.ParentShardId = aws.String(parents[0])
+	}
+	if len(parents) > 1 {
+		s.AdjacentParentShardId = aws.String(parents[1])
+	}
+	w.c.shards[id] = s
+}
+
+// lease stores a lease: taken by w2 unless taken is false, at checkpoint, released if free.
+func (w *cleanupWorld) lease(id string, taken bool, checkpoint string, free bool, parents ...string) {
+	ctx := context.Background()
+	l, err := w.store.Create(ctx, lease.Lease{Group: "g", Stream: "s", ShardID: id, Parents: parents})
+	if err == nil && taken {
+		l, err = w.store.Take(ctx, l, "w2")
+		if err == nil && checkpoint != "" {
+			l, err = w.store.Checkpoint(ctx, l, checkpoint)
+		}
+		if err == nil && free {
+			l, err = w.store.Release(ctx, l)
+		}
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *cleanupWorld) refresh() {
+	if err := w.c.refreshLeases(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *cleanupWorld) stored(id string) bool {
+	list, err := w.store.List(context.Background(), "g", "s")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, l := range list {
+		if l.ShardID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A listed shard without a lease is finished only when a child of it was taken (or is itself
+// finished without a lease): then its children do not wait on it and its lease is not created
+// again. Otherwise it may simply have no lease yet, and its children wait.
+func TestFinishedWithoutLease(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(w *cleanupWorld)
+		shard    string
+		finished bool
+	}{
+		{name: "children with leases not taken yet: not finished (not created vs deleted)", shard: "p", setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.shard("c1", false, "p")
+			w.shard("c2", false, "p")
+			w.lease("c1", false, "", false, "p")
+			w.lease("c2", false, "", false, "p")
+		}},
+		{name: "no lease and no child: not finished", shard: "p", setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+		}},
+		{name: "one child taken: finished", shard: "p", finished: true, setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.shard("c1", false, "p")
+			w.shard("c2", false, "p")
+			w.lease("c1", true, "", false, "p")
+		}},
+		{name: "a child known only from its lease's parents: finished", shard: "p", finished: true, setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.lease("c1", true, "", false, "p")
+		}},
+		{name: "a grandchild taken, the child's lease deleted too: finished", shard: "p", finished: true, setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.shard("c", true, "p")
+			w.shard("g", false, "c")
+			w.lease("g", true, "", false, "c")
+		}},
+		{name: "merge: the child taken finishes both parents", shard: "q", finished: true, setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.shard("q", true)
+			w.shard("m", false, "p", "q")
+			w.lease("m", true, "", false, "p", "q")
+		}},
+		{name: "a shard with a lease is never finished without one", shard: "p", setup: func(w *cleanupWorld) {
+			w.shard("p", true)
+			w.shard("c1", false, "p")
+			w.lease("p", true, lease.ShardEnd, true)
+			w.lease("c1", true, "", false, "p")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newCleanupWorld(t)
+			tc.setup(w)
+			w.refresh()
+			if got := w.c.finishedWithoutLease(tc.shard); got != tc.finished {
+				t.Errorf("finishedWithoutLease(%s) = %v, want %v", tc.shard, got, tc.finished)
+			}
+			if _, leased := w.c.leases[tc.shard]; !leased {
+				if got := w.c.parentsDone([]string{tc.shard}); got != tc.finished {
+					t.Errorf("parentsDone([%s]) = %v, want %v: a child must wait on a parent whose lease is not there yet", tc.shard, got, tc.finished)
+				}
+			}
+		})
+	}
+}
+
+// split lists a finished parent p (its lease at SHARD_END and released) split into c1, taken,
+// and c2, taken when c2Taken.
+func (w *cleanupWorld) split(c2Taken bool) {
+	w.shard("p", true)
+	w.shard("c1", false, "p")
+	w.shard("c2", false, "p")
+	w.lease("p", true, lease.ShardEnd, true)
+	w.lease("c1", true, "", false, "p")
+	w.lease("c2", c2Taken, "", false, "p")
+}
+
+// syncAfter moves the clock on by d and runs the lease listing and cleanFinished of a shard
+// sync.
+func (w *cleanupWorld) syncAfter(d time.Duration) {
+	w.clk.Advance(d)
+	w.refresh()
+	w.c.cleanFinished()
+}
+
+// cleanFinished deletes a released SHARD_END lease only once every listed child has been seen
+// taken, or the shard gone from the listing, for deleteFinishedAfter; never an owned one.
+func TestCleanFinished(t *testing.T) {
+	t.Run("children exist but one is not taken: kept", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		w.split(false)
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg))
+		if !w.stored("p") {
+			t.Fatal("deleted the parent's lease with a child not taken yet; the next listing would create it again")
+		}
+	})
+	t.Run("every child taken: deleted after the delay, and not created again", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		w.split(true)
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg) - time.Second)
+		if !w.stored("p") {
+			t.Fatalf("deleted before the children were seen read for %s: a worker acting on an older listing could create it again", deleteFinishedAfter(w.c.cfg))
+		}
+		w.syncAfter(time.Second)
+		if err := w.c.createLeases(sortedKeys(w.c.shards)); err != nil {
+			t.Fatal(err)
+		}
+		if w.stored("p") {
+			t.Fatal("the parent's lease is there after cleanFinished and createLeases")
+		}
+	})
+	t.Run("still owned: kept", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		w.shard("p", true)
+		w.shard("c1", false, "p")
+		w.lease("p", true, lease.ShardEnd, false)
+		w.lease("c1", true, "", false, "p")
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg))
+		if !w.stored("p") {
+			t.Fatal("deleted a SHARD_END lease its owner has not released")
+		}
+	})
+	t.Run("gone from the listing: deleted after the delay", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		w.shard("c1", false) // p aged out: listed no more, its children not taken
+		w.lease("p", true, lease.ShardEnd, true)
+		w.syncAfter(0)
+		w.syncAfter(deleteFinishedAfter(w.c.cfg) - time.Second)
+		if !w.stored("p") {
+			t.Fatal("deleted before the shard was gone for deleteFinishedAfter")
+		}
+		w.syncAfter(time.Second)
+		if w.stored("p") {
+			t.Fatal("the lease of a finished shard gone from the stream for deleteFinishedAfter is still there")
+		}
+		if len(w.c.deletable) != 0 {
+			t.Errorf("deletable still holds %v", w.c.deletable)
+		}
+	})
+}
+
+// createLeases acts on a listing of the leases no older than leaseViewMaxAge: a worker whose
+// listing predates a shard's lease (created, read to its end and deleted since) lists again
+// before it would create that lease.
+func TestCreateLeasesListsAgainWhenItsViewIsOld(t *testing.T) {
+	w := newCleanupWorld(t)
+	w.shard("p", true)
+	w.shard("c1", false, "p")
+	w.refresh() // sees no lease at all
+	// Meanwhile another worker creates both, reads p to its end, takes c1 and deletes p.
+	w.lease("c1", true, "", false, "p")
+	w.clk.Advance(leaseViewMaxAge(w.c.cfg) + time.Millisecond)
+	if err := w.c.createLeases([]string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	if w.stored("p") {
+		t.Fatal("created the lease of a finished shard from a listing older than leaseViewMaxAge")
+	}
+}

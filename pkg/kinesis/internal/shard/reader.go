@@ -1,0 +1,442 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Exit is what a shard reader reports to its coordinator when it stops.
+type Exit struct {
+	// Reader is who reports: the coordinator acts on an exit only for the reader its table
+	// holds for the shard.
+	Reader *Reader
+	// ShardEnded: the shard is closed and every record of it was acked (and, in a group,
+	// checkpointed SHARD_END).
+	ShardEnded bool
+	// HandedOff: the lease went to the worker that asked for it.
+	HandedOff bool
+	// Children are the shards that replaced this one, from the read that reached its end:
+	// the coordinator creates their leases from them at once, without waiting for a shard
+	// listing that shows them.
+	Children []types.ChildShard
+	// LastAcked is the sequence number of the last record acked in order ("" if none), where
+	// a no-group subscription resumes the shard if it starts it again.
+	LastAcked string
+	Err       error
+}
+
+// Reader reads one shard and delivers its records in sequence order.
+//
+// Ownership: everything in a Reader belongs to its run goroutine, except the channels
+// below and the fields set before run starts (cfg, links, shardID, ctx, cancel, start, held, leased,
+// generation), which are read-only after that. The coordinator stops a reader by cancelling
+// ctx, fences it with markLost (it closes lost), and asks for a handoff with requestHandoff.
+// run writes ready once, closes finished once it has given the lease up, and then reports its
+// exit (sub.exits) unless the subscription has stopped listening (sub.quit).
+type Reader struct {
+	cfg     *Config
+	links   *Links
+	shardID string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// msgParent is the parent of the messages' contexts: ctx's values, not its end. A message's
+	// context ends when the reader sees it settled or gives it up (cancelWindow, after the
+	// last acks are counted), never before: ended with ctx, a message acked between the
+	// stop and the reader's last settle was checkpointed although its handler had seen its
+	// context end, which says it will be redelivered (found by tests/scale under -race).
+	msgParent context.Context
+	lost      chan struct{} // closed by the coordinator when the lease moved to another owner
+	ready     chan error    // gets one value: nil once the iterator is held, or why not
+	finished  chan struct{} // closed by run when nothing of the reader runs any more but its exit report
+	// handoff gets a value from the coordinator at each lease listing that finds another
+	// worker waiting for this lease (buffered 1; a signal already pending is enough).
+	handoff  chan struct{}
+	lostOnce sync.Once
+	lostTo   string // set by markLost before it closes lost: the owner the coordinator saw
+
+	start      Start        // where reading starts
+	held       *lease.Lease // nil without a consumer group, and once handed over
+	leased     bool         // started with a lease
+	generation int64        // held.Generation when taken
+
+	fetchState            // fetch.go: iterator, fetched records, read pacing
+	windowState           // window.go: the in-flight window and the watermark
+	leaseState            // lease_calls.go: renewal, checkpoint, handoff and pause timing
+	push        pushState // fanout_read.go: the SubscribeToShard subscription, with enhanced fan-out
+	wake        clock.Timer
+	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
+	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
+	health      readerHealth // health.go: what Subscriber.Health sees of this reader
+	metrics     Metrics      // counts for this shard
+	holding     bool         // health.holding as last stored
+	progressed  bool         // a message went out or was settled since the last turn (health.progress)
+}
+
+// New makes the reader of shardID, reading from start, under held (nil without a group)
+// taken at takenAt. Its goroutine is Run, which the caller starts once the reader is in its
+// table.
+func New(cfg *Config, links *Links, metrics Metrics, shardID string, start Start, held *lease.Lease, takenAt time.Time) *Reader {
+	ctx, cancel := context.WithCancel(links.Closing)
+	r := &Reader{
+		cfg: cfg, links: links, metrics: metrics,
+		shardID: shardID, ctx: ctx, cancel: cancel, msgParent: context.WithoutCancel(ctx),
+		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
+		finished: make(chan struct{}),
+		start:    start, held: held,
+	}
+	if cfg.MaxInFlight > 1 {
+		r.watch = newSettleWatch(cfg.MaxInFlight)
+	}
+	r.health.started = cfg.Clock.Now()
+	if held != nil {
+		r.leased, r.generation, r.renewed = true, held.Generation, takenAt
+	}
+	return r
+}
+
+// ShardID is the shard the reader reads.
+func (r *Reader) ShardID() string { return r.shardID }
+
+// Generation is the lease generation the reader started under; 0 without a lease.
+func (r *Reader) Generation() int64 { return r.generation }
+
+// Ready gets one value: nil once the reader holds its first iterator, or why it could not.
+func (r *Reader) Ready() <-chan error { return r.ready }
+
+// Finished is closed once nothing of the reader runs any more but its exit report.
+func (r *Reader) Finished() <-chan struct{} { return r.finished }
+
+// Stop ends the reader: it stops delivering, checkpoints what was acked and, if the lease is
+// still its own, releases it. It never blocks.
+func (r *Reader) Stop() { r.cancel() }
+
+// now reads the subscription's clock.
+func (r *Reader) now() time.Time { return r.cfg.Clock.Now() }
+
+// requestHandoff tells the reader, from the coordinator, that another worker asked for its
+// lease. It never blocks.
+func (r *Reader) RequestHandoff() {
+	select {
+	case r.handoff <- struct{}{}:
+	default:
+	}
+}
+
+// markLost tells the reader, from the coordinator, that the lease moved to another owner
+// (owner, "" if it is free now or gone).
+func (r *Reader) MarkLost(owner string) {
+	r.lostOnce.Do(func() {
+		r.lostTo = owner // read by the reader only after lost is closed
+		close(r.lost)
+	})
+}
+
+// LogFields are the reader's log fields: the subscription's, the shard and, with a lease, its
+// generation.
+func (r *Reader) LogFields() watermill.LogFields {
+	f := r.cfg.LogFields()
+	f["shard"] = r.shardID
+	if r.leased {
+		f["generation"] = r.generation
+	}
+	return f
+}
+
+// run is the reader goroutine. It reports its exit to the coordinator at most once, and never
+// blocks on it once the subscription has stopped listening.
+//
+// Shutdown order: stop delivering; cancel the contexts of messages in flight (they will be
+// redelivered to the shard's next reader); if the lease is still ours, write the last
+// checkpoint and release the lease so another instance takes it at once; close finished;
+// report the exit.
+func (r *Reader) Run() {
+	exit := Exit{Reader: r}
+	defer func() {
+		r.settleAll(r.now()) // acks that came before the stop are progress too
+		if r.watch != nil {
+			r.watch.close() // no message is sent any more
+		}
+		r.cancelWindow()
+		r.endPush()
+		exit.LastAcked = r.acked
+		if r.held != nil && !errors.Is(exit.Err, lease.ErrLeaseLost) {
+			r.giveUp(r.releaseReason(exit))
+		}
+		if r.leased { // released, handed over or lost by now: no longer this worker's
+			r.metrics.Count(CountLeasesHeld, -1)
+		}
+		if r.wake != nil {
+			r.wake.Stop()
+		}
+		r.cancel()
+		close(r.finished)
+		select {
+		case r.links.Exits <- exit:
+		case <-r.links.Quit:
+		}
+	}()
+	if err := r.initIterator(); err != nil {
+		r.ready <- err
+		exit.Err = err
+		return
+	}
+	r.ready <- nil
+	if r.leased {
+		r.startLease(r.now())
+		// On this goroutine, before the shard's first message: the application learns of the
+		// shard before it sees its records, and a slow hook holds up this shard only.
+		r.hook(r.cfg.Hooks.OnAcquired)
+	}
+	exit.ShardEnded, exit.Err = r.loop()
+	exit.HandedOff = r.handedOff
+	if exit.ShardEnded {
+		exit.Children = r.children
+	}
+	switch {
+	case errors.Is(exit.Err, lease.ErrLeaseLost):
+		r.logLost(exit.Err)
+		r.cancelWindow() // the hook runs once nothing of this shard is live any more
+		if !r.paused {   // a pause has told the application already
+			r.hook(r.cfg.Hooks.OnLost)
+		}
+	case exit.Err != nil && r.ctx.Err() == nil:
+		// Not a stop: a stop (Close, the Subscribe context's end, cancelled or past its
+		// deadline, the coordinator giving the shard up) ends r.ctx first.
+		r.cfg.Logger.Error("Shard reader stopped", exit.Err, r.LogFields())
+	}
+}
+
+// releaseReason says why the reader gives its lease back, for the log line.
+func (r *Reader) releaseReason(exit Exit) string {
+	switch {
+	case r.saved == lease.ShardEnd || exit.ShardEnded:
+		return ReleaseShardFinished
+	case r.links.Closing.Err() != nil:
+		return releaseClosing
+	case exit.Err != nil:
+		return releaseStopped + ": " + exit.Err.Error()
+	}
+	return releaseStopped
+}
+
+// logLost writes the one line of a lost lease. Losing a lease is fencing at work: another
+// worker took it because this one did not renew it in time, and this reader stops before it
+// delivers anything more. A pause already said so at WARN, so the loss is INFO then; a loss
+// with no pause before it (found at a lease sync or by a refused write) is the WARN.
+func (r *Reader) logLost(err error) {
+	fields := r.LogFields().Add(watermill.LogFields{"reason": err.Error()})
+	select {
+	case <-r.lost:
+		if r.lostTo != "" {
+			fields["to"] = r.lostTo
+		}
+	default:
+	}
+	r.metrics.Count(CountLost, 1)
+	const msg = "Lease lost; stopped reading the shard"
+	if r.paused {
+		r.cfg.Logger.Info(msg, fields)
+		return
+	}
+	logs.Warn(r.cfg.Logger, msg, nil, fields.Add(watermill.LogFields{
+		"why": "another worker owns the lease: this worker did not renew it in time (a process pause?), or took too long to hand it over"}))
+}
+
+// loop carries out decide's steps until the shard is done, the lease is lost or handed over,
+// or ctx ends.
+func (r *Reader) loop() (shardEnded bool, err error) {
+	for {
+		var ended bool
+		ended, err = r.turn(nil)
+		switch {
+		case ended:
+			return true, nil
+		case r.handedOff:
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+	}
+}
+
+// turn settles the window, decides, and carries out one step. callDone, when not nil, is
+// closed once a Kinesis call that is out comes back (kinesisCall): decide then reads nothing
+// more, and a wait also ends when the call does.
+func (r *Reader) turn(callDone <-chan struct{}) (ended bool, err error) {
+	now := r.now()
+	r.settleWindow(now)
+	if r.progressed {
+		r.progressed = false
+		r.health.progress.Store(now.UnixNano())
+	}
+	if holding := r.buffered() > 0 || len(r.window) > 0; holding != r.holding {
+		r.holding = holding
+		r.health.holding.Store(holding)
+	}
+	v := r.view(now)
+	v.calling = callDone != nil
+	s := decide(v)
+	switch s.do {
+	case actWait:
+		return false, r.wait(s, callDone)
+	case actEnd:
+		return true, nil
+	}
+	return false, r.act(s.do, now)
+}
+
+// act carries out every step but waiting and ending.
+func (r *Reader) act(do action, now time.Time) error {
+	switch do {
+	case actPause:
+		r.pause(now)
+	case actResume:
+		r.resume()
+	case actRenew:
+		return r.renew()
+	case actCheckpoint:
+		r.checkpointAt = nextTick(r.checkpointAt, now, r.cfg.CheckpointInterval)
+		return r.checkpoint(r.ctx)
+	case actFinish:
+		return r.finish()
+	case actHandOver:
+		return r.handOver()
+	case actPrepare:
+		r.prepare()
+	case actFetch:
+		return r.fetch()
+	}
+	return nil
+}
+
+// view is decide's picture of the reader at now.
+func (r *Reader) view(now time.Time) readerView {
+	v := readerView{
+		now:          now,
+		leased:       r.held != nil,
+		paused:       r.paused,
+		ended:        r.ended,
+		endWritten:   r.saved == lease.ShardEnd,
+		finishRetry:  r.finishRetry,
+		handingOff:   r.handingOff,
+		handoffBy:    r.handoffBy,
+		handoffRetry: r.handoffRetry,
+		buffered:     r.buffered(),
+		next:         r.sendable.peek(),
+		waiting:      r.waiting,
+		fetchAt:      r.fetchAt,
+		window:       len(r.window),
+		out:          r.out(),
+		unsettled:    len(r.sentOut),
+		resend:       r.dueResend(),
+		maxInFlight:  r.cfg.MaxInFlight,
+		holdLimit:    r.holdLimit(),
+	}
+	if v.leased {
+		v.stopAt, v.renewAt, v.checkpointAt = r.stopAt(), r.renewAt, r.checkpointAt
+	}
+	return v
+}
+
+// wait offers s.offer to the subscriber and waits for the first event: that send, the Ack or
+// Nack of a message out, s.until, a handoff request, the lease's loss, the end of the
+// subscription, or the return of the call that is out (callDone, nil if none).
+func (r *Reader) wait(s step, callDone <-chan struct{}) error {
+	var send chan<- *message.Message
+	var msg *message.Message
+	if s.offer != nil {
+		send, msg = r.links.Out, s.offer.msg
+	}
+	handoff := r.handoff
+	if r.handingOff {
+		handoff = nil
+	}
+	wake := r.wakeAt(s.until)
+	// One message out at most (MaxInFlight 1): the reader waits on its Ack and Nack itself.
+	// With more, the watchers' settled channel stands for all of them.
+	var acked, nacked <-chan struct{}
+	var settled <-chan watched
+	if r.watch != nil {
+		settled = r.watch.settled
+	} else if d := r.soleUnsettled(); d != nil {
+		acked, nacked = d.msg.Acked(), d.msg.Nacked()
+	}
+	select {
+	case send <- msg:
+		r.sentOffer(s.offer)
+	case m := <-settled:
+		r.watch.pending = append(r.watch.pending, m)
+	case <-acked:
+	case <-nacked:
+	case <-wake:
+		r.wakeArmed = time.Time{}
+	case <-callDone:
+	case <-handoff:
+		r.beginHandoff()
+	case <-r.lost:
+		return errLostToOther
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	return nil
+}
+
+// sentOffer records that d went out and, with several messages allowed out, has its
+// settlement watched.
+func (r *Reader) sentOffer(d *delivery) {
+	r.progressed = true
+	r.metrics.Count(CountConsumed, 1)
+	if d.state == stateNacked {
+		r.metrics.Count(CountRedeliveries, 1)
+	} else {
+		r.metrics.Count(CountBytes, int64(len(d.msg.Payload)))
+	}
+	r.sent(d)
+	if r.watch != nil {
+		r.watch.watch(d)
+	}
+}
+
+// errLostToOther stops a reader that the coordinator fenced.
+var errLostToOther = fmt.Errorf("%w: another worker owns the lease now", lease.ErrLeaseLost)
+
+// atEnd: the shard is closed, read to its end, and every record of it is done.
+func (r *Reader) atEnd() bool {
+	return r.ended && r.buffered() == 0 && len(r.window) == 0
+}
+
+// wakeAt returns a channel that fires at 'at' (nil for the zero time). One timer per reader
+// is reused, and left as it is when it is already set for that time: most waits of a busy
+// reader wake for the same lease deadline, and re-arming a timer for every message cost more
+// than the rest of the wait.
+func (r *Reader) wakeAt(at time.Time) <-chan time.Time {
+	if at.IsZero() {
+		return nil
+	}
+	switch {
+	case r.wake == nil:
+		r.wake = r.cfg.Clock.NewTimer(at.Sub(r.now()))
+	case !at.Equal(r.wakeArmed):
+		r.wake.Reset(at.Sub(r.now()))
+	}
+	r.wakeArmed = at
+	return r.wake.C()
+}
+
+// hook runs one of the application's ShardHooks for this shard, if it is set.
+func (r *Reader) hook(f func(shardID string)) {
+	if f != nil {
+		f(r.shardID)
+	}
+}
