@@ -13,10 +13,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
 )
 
 // Publisher writes Watermill messages to Kinesis streams; the topic is the stream name.
@@ -53,21 +51,6 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 		return nil, fmt.Errorf("kinesis: creating the publisher's metrics (MeterProvider): %w", err)
 	}
 	return &Publisher{config: config, logger: logger, metrics: metrics, closed: make(chan struct{})}, nil
-}
-
-// pendingRecord is a message on its way out: its encoded entry and where it stands.
-type pendingRecord struct {
-	index int // position in the Publish call
-	msg   *message.Message
-	entry types.PutRecordsRequestEntry
-	size  int // data + key, bytes
-
-	written bool  // Kinesis accepted the record
-	err     error // why the last attempt failed
-
-	// members are the messages packed into this record when it is a KPL aggregate (index and
-	// msg are then the first member's); nil for a record of one message.
-	members []*pendingRecord
 }
 
 // Publish writes the messages to the stream named topic. Validation of every message happens
@@ -177,99 +160,6 @@ func uuidOf(msg *message.Message) string {
 	return msg.UUID
 }
 
-// messages are the messages a record carries: its members, or itself.
-func (r *pendingRecord) messages() []*pendingRecord {
-	if r.members != nil {
-		return r.members
-	}
-	return []*pendingRecord{r}
-}
-
-// aggregateByKey packs the records of each partition key, in order, into KPL aggregates of up
-// to maxRecordSize. An aggregate of one would only add overhead, so it stays a plain record;
-// so does a record too large to fit in an aggregate with its framing.
-func aggregateByKey(records []*pendingRecord) []*pendingRecord {
-	byKey := map[string][]*pendingRecord{}
-	var keys []string
-	for _, r := range records {
-		k := *r.entry.PartitionKey
-		if byKey[k] == nil {
-			keys = append(keys, k)
-		}
-		byKey[k] = append(byKey[k], r)
-	}
-	out := make([]*pendingRecord, 0, len(keys))
-	agg := kpl.NewAggregator(maxRecordSize)
-	var members []*pendingRecord
-	flush := func() {
-		switch len(members) {
-		case 0:
-		case 1:
-			out = append(out, members[0])
-		default:
-			key := agg.PartitionKey()
-			data := agg.Build()
-			out = append(out, &pendingRecord{
-				index: members[0].index, msg: members[0].msg,
-				entry:   types.PutRecordsRequestEntry{Data: data, PartitionKey: &key},
-				size:    len(data) + len(key),
-				members: members,
-			})
-		}
-		agg.Reset()
-		members = nil
-	}
-	for _, k := range keys {
-		for _, r := range byKey[k] {
-			if !agg.Add(k, "", r.entry.Data) {
-				flush()
-				if !agg.Add(k, "", r.entry.Data) {
-					out = append(out, r)
-					continue
-				}
-			}
-			members = append(members, r)
-		}
-		flush()
-	}
-	return out
-}
-
-// rounds splits records so that each round holds at most one record per partition key, in
-// the order given: record k of a key goes in round k. Writing the rounds one after another
-// keeps per-key order whatever entries a PutRecords call rejects.
-func rounds(records []*pendingRecord) [][]*pendingRecord {
-	seen := make(map[string]int, len(records))
-	var out [][]*pendingRecord
-	for _, r := range records {
-		k := *r.entry.PartitionKey
-		n := seen[k]
-		seen[k] = n + 1
-		if n == len(out) {
-			out = append(out, nil)
-		}
-		out[n] = append(out[n], r)
-	}
-	return out
-}
-
-// batches splits one round into PutRecords calls within Kinesis's count and size limits.
-func batches(round []*pendingRecord) [][]*pendingRecord {
-	var out [][]*pendingRecord
-	start, size := 0, 0
-	for i, r := range round {
-		if i-start == maxPutRecordsEntries || size+r.size > maxPutRecordsSize {
-			out = append(out, round[start:i])
-			start, size = i, 0
-		}
-		size += r.size
-	}
-	if start < len(round) {
-		out = append(out, round[start:])
-	}
-	return out
-}
-
 // writeRound writes every record of a round, retrying rejected entries. On failure, the
 // records not written carry their error in err.
 func (p *Publisher) writeRound(stream string, round []*pendingRecord) error {
@@ -353,12 +243,6 @@ func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRec
 	return retry, permanent, written
 }
 
-func markFailed(records []*pendingRecord, err error) {
-	for _, r := range records {
-		r.err = err
-	}
-}
-
 // publishError lists every record not written: those that failed and those never sent.
 func (p *Publisher) publishError(stream string, records []*pendingRecord, cause error) error {
 	pe := &PublishError{Stream: stream}
@@ -413,58 +297,4 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() { close(p.closed) })
 	return nil
-}
-
-// streamAttrs is the metric attributes of a publish to stream, built once per stream.
-func (p *Publisher) streamAttrs(stream string) metric.MeasurementOption {
-	if validateStreamName(stream) != nil {
-		stream = "(invalid)" // one series for every bad name: no unbounded cache of them
-	}
-	if o, ok := p.attrs.Load(stream); ok {
-		return o.(metric.MeasurementOption)
-	}
-	o, _ := p.attrs.LoadOrStore(stream, streamAttrs(stream))
-	return o.(metric.MeasurementOption)
-}
-
-// measure records a Publish call of n messages: its duration, and the messages not written
-// if it failed (all of them, unless the error lists which). A failed call's measurements carry
-// error.type, as the messaging conventions ask: a low-cardinality class of the error.
-func (p *Publisher) measure(stream string, n int, took time.Duration, err error) {
-	if err == nil {
-		p.metrics.duration.Record(context.Background(), took.Seconds(), p.streamAttrs(stream))
-		return
-	}
-	name := stream
-	if validateStreamName(stream) != nil {
-		name = "(invalid)"
-	}
-	attrs := metric.WithAttributes(attrSystem.String(systemName), attrDestination.String(name),
-		attrOperation.String("send"), attrErrorType.String(publishErrorType(err)))
-	p.metrics.duration.Record(context.Background(), took.Seconds(), attrs)
-	failed := n
-	var pe *PublishError
-	if errors.As(err, &pe) {
-		failed = len(pe.Failed)
-	}
-	p.metrics.failures.Add(context.Background(), int64(failed), attrs)
-}
-
-// publishErrorType classes a Publish error for the error.type attribute.
-func publishErrorType(err error) string {
-	switch {
-	case errors.Is(err, ErrPublisherClosed):
-		return "publisher_closed"
-	case errors.Is(err, ErrInvalidStreamName):
-		return "invalid_stream_name"
-	case errors.Is(err, ErrInvalidMessage):
-		return "invalid_message"
-	case errors.Is(err, ErrStreamNotFound):
-		return "stream_not_found"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	return "_OTHER" // the conventions' value for an error of no known class
 }

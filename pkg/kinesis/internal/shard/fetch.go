@@ -2,9 +2,7 @@ package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -12,7 +10,6 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire"
 )
@@ -197,220 +194,9 @@ func (r *Reader) retryRead(class awscall.Class, err error) bool {
 	return false
 }
 
-// callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
-// clock. A call that outlasts it fails with a context error while r.ctx is live, which
-// classify counts as transient.
-//
-// After calls that timed out, the next one may take longer: RequestTimeout doubles with each
-// timeout in a row, up to MaxTimeoutDoublings times, and is back to RequestTimeout after a
-// call that did not time out. A hung connection is still cut at RequestTimeout; a server that
-// is only slow (an overloaded emulator took over 10 s for reads that Watermill's concurrent
-// subscribe test makes by the hundred) gets its answers through instead of being asked the
-// same thing again and again, each abandoned call adding to its load.
-func (r *Reader) callContext() (context.Context, context.CancelFunc) {
-	d := r.cfg.RequestTimeout << min(r.timeouts, MaxTimeoutDoublings)
-	return clock.WithTimeout(r.ctx, r.cfg.Clock, d)
-}
-
-// MaxTimeoutDoublings caps how far callContext stretches RequestTimeout after timeouts.
-const MaxTimeoutDoublings = 3
-
-// noteCall counts the reader's Kinesis calls that timed out in a row, for callContext.
-func (r *Reader) noteCall(callCtx context.Context, err error) {
-	switch {
-	case err == nil:
-		r.timeouts = 0
-	case r.ctx.Err() == nil && context.Cause(callCtx) == context.DeadlineExceeded:
-		r.timeouts++
-	}
-}
-
-// kinesisCall makes one Kinesis call, bounded by callContext, and returns its error, or, as
-// stop, what ended the reader while the call was out (the lease was lost or handed over, or
-// the reader's context ended); the call is then cancelled and its error dropped.
-//
-// Under a lease the call runs on a goroutine of its own while the reader goroutine goes on
-// carrying out decide's steps, reading excepted: it renews, checkpoints what is acked,
-// pauses at the stop point, hands the lease over, and resends nacked messages. Renewing only
-// between calls, a read slower than the stop point (0.8 × LeaseDuration after the last
-// renewal) paused the shard, or, cut short at the stop point instead, never completed on a
-// slow server; and a slow read followed by a slow iterator replacement held back the
-// checkpoint and the handoff until the asking worker took the lease, which redelivered what
-// was acked meanwhile (found by the simulation's slow reads). The goroutine touches nothing
-// of the reader's: call writes only what the caller reads after done is closed.
-func (r *Reader) kinesisCall(call func(ctx context.Context) error) (err, stop error) {
-	ctx, cancel := r.callContext()
-	defer cancel()
-	err, stop = r.callOut(ctx, cancel, call)
-	if stop == nil {
-		r.noteCall(ctx, err)
-	}
-	return err, stop
-}
-
-// callOut is kinesisCall with the call's context (and its cancel) made by the caller: the
-// wait for a pushed event (awaitEvent) is bounded otherwise than by RequestTimeout.
-func (r *Reader) callOut(ctx context.Context, cancel context.CancelFunc, call func(ctx context.Context) error) (err, stop error) {
-	if r.held == nil || r.renewAt.IsZero() { // no lease, or not reading yet (initIterator)
-		return call(ctx), nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		err = call(ctx)
-	}()
-	for {
-		select {
-		case <-done:
-			return err, nil
-		default:
-		}
-		if _, stepErr := r.turn(done); stepErr != nil || r.handedOff {
-			cancel()
-			<-done
-			if stepErr == nil {
-				stepErr = errHandedOver
-			}
-			return nil, stepErr
-		}
-	}
-}
-
-// errHandedOver ends a Kinesis call whose reader handed its lease over meanwhile.
-var errHandedOver = errors.New("the lease was handed over")
-
 // ReadFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
 // before a transient failure is logged at ERROR instead of INFO.
 const ReadFailuresBeforeError = 8
 
 // readThrottleMaxBackoff caps the wait after throttled reads.
 const readThrottleMaxBackoff = time.Second
-
-// latestSkewMargin is how far before its first LATEST iterator a reader that has read nothing
-// resumes when that iterator expired: Kinesis stamps arrival times by its own clock.
-const latestSkewMargin = time.Second
-
-// initIterator gets the first iterator, or with enhanced fan-out makes the first subscription,
-// retrying what may pass.
-func (r *Reader) initIterator() error {
-	for attempt := 0; ; attempt++ {
-		askedAt := r.now()
-		var it string
-		var err, stop error
-		if r.pushed() {
-			err, stop = r.subscribe(r.start)
-		} else {
-			it, err, stop = r.getIterator(r.start)
-		}
-		if stop != nil {
-			return stop
-		}
-		if err == nil {
-			r.iterator, r.askedAt = it, askedAt
-			return nil
-		}
-		class := awscall.Classify(r.ctx, err)
-		wait := awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)
-		if r.pushed() && subscriptionInUse(err) {
-			// The shard's previous reader subscribed less than 5 s ago: Kinesis takes this
-			// one once those 5 s are up, and counts each refused call against 1 per second.
-			class, wait = awscall.Throttled, awscall.Backoff(attempt, pushInUseBackoff, pushInUseMaxBackoff)
-		}
-		if r.pushed() && class == awscall.NotFound {
-			if err := r.consumerGone(err, "subscribing to the shard (SubscribeToShard)"); err != nil {
-				return err
-			}
-			continue
-		}
-		switch class {
-		case awscall.Throttled, awscall.Transient:
-			if attempt+1 >= ReadFailuresBeforeError {
-				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
-				r.cfg.Logger.Error(r.openingWhat()+" keeps failing; retrying", err,
-					r.LogFields().Add(watermill.LogFields{"failures": attempt + 1}))
-			} else {
-				r.cfg.Logger.Info(r.openingWhat()+" failed; retrying", r.LogFields().Add(watermill.LogFields{"err": err}))
-			}
-			if err := awscall.SleepOn(r.ctx, r.cfg.Clock, wait); err != nil {
-				return err
-			}
-		case awscall.Fatal:
-			if !r.fallBackFromTrimmed(r.start.After, err) {
-				return &awscall.ShardError{Stream: r.cfg.Stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", strings.ToLower(r.openingWhat()), err)}
-			}
-			r.start = Start{Initial: Position{Type: TrimHorizon}}
-		default:
-			return &awscall.ShardError{Stream: r.cfg.Stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", strings.ToLower(r.openingWhat()), err)}
-		}
-	}
-}
-
-// openingWhat names initIterator's call in its log lines and errors.
-func (r *Reader) openingWhat() string {
-	if r.pushed() {
-		return "Subscribing to the shard (SubscribeToShard)"
-	}
-	return "Getting a shard iterator"
-}
-
-// fallBackFromTrimmed reports whether a refused AFTER_SEQUENCE_NUMBER iterator should be
-// replaced by TRIM_HORIZON, and says so in the log. Kinesis refuses a sequence number older
-// than the shard's trim horizon with InvalidArgumentException: the records after it aged out of
-// the stream's retention period before this group read them (the group was stopped, or too far
-// behind, for longer than the retention), or the stream was deleted and created again under
-// the same name. Either way nothing before the trim horizon can be read any more, and waiting
-// would stall the shard for good; the oldest record left is where reading can go on.
-func (r *Reader) fallBackFromTrimmed(after string, err error) bool {
-	var invalid *types.InvalidArgumentException
-	if after == "" || !errors.As(err, &invalid) {
-		return false
-	}
-	r.cfg.Logger.Error("Checkpoint is older than the shard's trim horizon (its records aged out of the "+
-		"stream's retention period, or the stream was re-created); resuming at the oldest record "+
-		"(TRIM_HORIZON). Records between the checkpoint and the trim horizon were never delivered "+
-		"to this group", err, r.LogFields().Add(watermill.LogFields{"sequence_number": after}))
-	return true
-}
-
-// startAt is where a read from pos starts, in the terms of GetShardIterator and
-// SubscribeToShard. Inside a KPL aggregate it is the aggregate itself, and the reader skips
-// the user records of it that are done (skipSeq, skipThrough).
-func (r *Reader) startAt(pos Start) types.StartingPosition {
-	seq, sub, inside := wire.ParsePosition(pos.After)
-	r.skipSeq, r.skipThrough = "", 0
-	switch {
-	case inside:
-		r.skipSeq, r.skipThrough = seq, sub
-		return types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: &seq}
-	case pos.After != "":
-		return types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: &seq}
-	case pos.Initial.Type == Latest:
-		return types.StartingPosition{Type: types.ShardIteratorTypeLatest}
-	case pos.Initial.Type == AtTimestamp:
-		ts := pos.Initial.Timestamp
-		return types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: &ts}
-	}
-	return types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
-}
-
-// getIterator gets an iterator at pos. err is the call's; stop, when not nil, is what ended
-// the reader while the call was out (see kinesisCall).
-func (r *Reader) getIterator(pos Start) (it string, err, stop error) {
-	at := r.startAt(pos)
-	in := &awskinesis.GetShardIteratorInput{
-		StreamName: &r.cfg.Stream, ShardId: &r.shardID,
-		ShardIteratorType: at.Type, StartingSequenceNumber: at.SequenceNumber, Timestamp: at.Timestamp,
-	}
-	var out *awskinesis.GetShardIteratorOutput
-	err, stop = r.kinesisCall(func(ctx context.Context) (err error) {
-		out, err = r.cfg.Client.GetShardIterator(ctx, in)
-		return err
-	})
-	switch {
-	case stop != nil || err != nil:
-		return "", err, stop
-	case out.ShardIterator == nil:
-		return "", errors.New("GetShardIterator returned no iterator"), nil
-	}
-	return *out.ShardIterator, nil, nil
-}

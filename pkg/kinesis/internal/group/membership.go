@@ -1,0 +1,159 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// memberChanges are the other members' lease.Member.Changes as last read.
+func (c *Subscription) memberChanges() map[string]int64 {
+	ch := map[string]int64{}
+	for _, m := range c.members.Observed() {
+		if m.Worker != c.cfg.WorkerID {
+			ch[m.Worker] = m.Changes
+		}
+	}
+	return ch
+}
+
+// memberRecords are the workers whose member records the last member read showed, live or not:
+// a record that appears or goes (a worker starting, or leaving after releasing its leases)
+// lists the leases, also when the worker was never counted live.
+func (c *Subscription) memberRecords() []string {
+	var ws []string
+	for _, m := range c.members.Observed() {
+		ws = append(ws, m.Worker)
+	}
+	return ws
+}
+
+// newlyQuiet: a member other than this one missed a heartbeat (quietMember) at a counter for
+// which the leases have not been listed yet. Listing now sees its leases' last counters, so
+// that, if it crashed, they expire LeaseDuration after its last writes were first seen, not
+// after the next listing.
+func (c *Subscription) newlyQuiet(now time.Time) bool {
+	found := false
+	for _, m := range c.members.Observed() {
+		if m.Worker == c.cfg.WorkerID || !c.members.Quiet(m.Worker, now, quietMember(c.cfg)) {
+			delete(c.quietListed, m.Worker)
+			continue
+		}
+		if at, ok := c.quietListed[m.Worker]; !ok || at != m.Counter {
+			c.quietListed[m.Worker] = m.Counter
+			found = true
+		}
+	}
+	return found
+}
+
+// aliveMembers are the members counted for the shares that have not missed a heartbeat.
+func (c *Subscription) aliveMembers(now time.Time) map[string]bool {
+	alive := map[string]bool{}
+	for _, w := range c.members.Live(now, memberFresh(c.cfg)) {
+		if !c.members.Quiet(w, now, quietMember(c.cfg)) {
+			alive[w] = true
+		}
+	}
+	return alive
+}
+
+// staleMembersAfter is how many lease durations a member record may go without a heartbeat
+// before the group removes it: long past the point where it stopped counting, so that a member
+// slowed down rather than gone is not removed under its feet (it would only heartbeat a new
+// record anyway).
+const staleMembersAfter = 6
+
+// syncMembers reads the group's members, for the shares of the lease sync that follows and to
+// see members that missed a heartbeat (newlyQuiet). A failure is logged and the lease sync goes
+// on with what the last read showed. The first live member in name order removes the records of members
+// long gone, so that the table does not keep every worker that ever crashed. It returns the
+// live members, for the shares.
+func (c *Subscription) syncMembers() []string {
+	ctx, cancel := c.callContext()
+	members, err := c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.stream)
+	cancel()
+	if err != nil {
+		c.logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
+		c.listSoon = true
+		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
+	}
+	now := c.cfg.Clock.Now()
+	c.lastLeaseSync.Store(now.UnixNano())
+	c.members.Observe(members, now)
+	live := c.members.Live(now, memberFresh(c.cfg))
+	if len(live) == 0 || live[0] != c.cfg.WorkerID {
+		return live
+	}
+	// One record per sync: a backlog of them (DeleteItem denied for a while) must not hold
+	// up the coordinator.
+	if stale := c.members.Stale(c.cfg.Group, c.stream, now, staleMembersAfter*c.cfg.LeaseDuration); len(stale) > 0 {
+		c.removeMember(stale[0], "Removed the member record of a member long gone")
+	}
+	return live
+}
+
+// memberFresh is how recently a member's heartbeat must have been seen to move for it to
+// count for the shares: six heartbeat intervals (three lease syncs, unless minHeartbeatInterval
+// spaces the heartbeats out), within the lease duration. A worker that stops is counted out
+// well before its leases expire, so it never holds the others below their share when they come
+// to take its leases.
+func memberFresh(cfg Config) time.Duration {
+	return min(cfg.LeaseDuration, 6*heartbeatInterval(cfg))
+}
+
+// removeMember removes a member record. A failure that is not a condition failure (DeleteItem
+// not allowed, say) is logged at WARN once per subscription: records then stay until they go
+// stale, which only makes shares uneven for a few lease syncs, but the table keeps them.
+func (c *Subscription) removeMember(m lease.Member, done string) {
+	ctx, cancel := c.callContext()
+	err := c.cfg.LeaseStore.RemoveMember(ctx, m)
+	cancel()
+	switch {
+	case err == nil:
+		c.logger.Debug(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+	case errors.Is(err, lease.ErrMemberChanged):
+	case !c.warnedMembers:
+		c.warnedMembers = true
+		logs.Warn(c.logger, "Removing a member record failed (is dynamodb:DeleteItem allowed on the lease table?); it stays until it goes stale", err,
+			c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+	default:
+		c.logger.Debug("Removing a member record failed", c.logFields().Add(watermill.LogFields{"member": m.Worker, "err": err}))
+	}
+}
+
+// leave removes this subscription's member record as it closes, once its readers have
+// released their leases: the record going makes the others list the leases at their next
+// lease sync and take the released ones. (Removed while the readers were still releasing, a
+// listing in between showed the leaver's leases held, and the others then found them free only
+// about a LeaseDuration later.) A heartbeat cut short by the close may have landed, so a
+// removal refused for a moved counter is tried once more with the counter read back. The calls
+// run on a context of their own (the subscription's is cancelled by now), bounded by
+// CloseTimeout/4, after the readers' last writes (CloseTimeout/2), so that Close still returns
+// within CloseTimeout.
+func (c *Subscription) leave() {
+	member := c.lastMember()
+	if !c.grouped() || member.Counter == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/4)
+	defer cancel()
+	err := c.cfg.LeaseStore.RemoveMember(ctx, member)
+	if errors.Is(err, lease.ErrMemberChanged) {
+		var members []lease.Member
+		if members, err = c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.stream); err == nil {
+			for _, m := range members {
+				if m.Worker == c.cfg.WorkerID {
+					err = c.cfg.LeaseStore.RemoveMember(ctx, m)
+				}
+			}
+		}
+	}
+	if err != nil {
+		logs.Warn(c.logger, "Member record not removed on close; the others count this worker out a few lease syncs later", err, c.logFields())
+	}
+}

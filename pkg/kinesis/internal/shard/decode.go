@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"errors"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire"
+)
+
+// prepare decodes the next record into a message with its own context, and puts it in the
+// window.
+func (r *Reader) prepare() {
+	var u *wire.UserRecord
+	var rec *types.Record
+	if r.records != nil {
+		u = &r.records[r.next]
+		rec = &u.Rec
+	} else {
+		rec = &r.batch[r.next]
+	}
+	r.next++
+	d := &delivery{last: u == nil || !u.Aggregated || u.Last}
+	d.ctx = &d.first
+	d.first.parent = r.msgParent
+	info := &d.first.info
+	*info = RecordInfo{
+		Stream:             r.cfg.Stream,
+		ShardID:            r.shardID,
+		SequenceNumber:     aws.ToString(rec.SequenceNumber),
+		PartitionKey:       aws.ToString(rec.PartitionKey),
+		MillisBehindLatest: r.behind,
+		LeaseGeneration:    r.generation,
+	}
+	if u != nil {
+		info.SequenceNumber, info.Aggregated, info.SubSequenceNumber = u.Seq, u.Aggregated, u.Sub
+	}
+	if rec.ApproximateArrivalTimestamp != nil {
+		info.ArrivalTime = *rec.ApproximateArrivalTimestamp
+	}
+	if u != nil && u.NotAggregate != nil {
+		r.cfg.Logger.Info("Record starts like a KPL aggregate but is not one; delivering it whole, as the KCL does",
+			r.recordFields(d).Add(watermill.LogFields{"reason": u.NotAggregate.Error()}))
+	}
+	msg, err := r.cfg.Unmarshaler.Unmarshal(r.cfg.Stream, r.shardID, rec)
+	if err != nil || msg == nil {
+		if err == nil {
+			err = errors.New("unmarshaler returned no message")
+		}
+		info.DecodeError = err
+		msg = r.poison(PoisonRecord{Info: *info, Data: rec.Data, Err: err, Decoded: msg}, d)
+		if msg == nil {
+			// Skipped: done as if delivered and acked, so the checkpoint passes it in order.
+			d.state = stateAcked
+			d.first.cancelled = true
+		}
+	}
+	if msg != nil {
+		d.msg = msg
+		msg.SetContext(d.ctx)
+	}
+	r.enqueue(d, r.cfg.Ordering, info.PartitionKey)
+}
+
+// recordFields are the log fields of a record: built only on the rare paths that log one.
+func (r *Reader) recordFields(d *delivery) watermill.LogFields {
+	f := r.LogFields()
+	f["sequence_number"] = d.ctx.info.SequenceNumber
+	if d.ctx.info.Aggregated {
+		f["sub_sequence_number"] = d.ctx.info.SubSequenceNumber
+	}
+	return f
+}
+
+// poison hands a record the Unmarshaler rejected to the PoisonHandler and returns what to
+// deliver, or nil to skip the record. Nothing leaves without a log line, and a failing handler
+// cannot stall the shard: its record is delivered raw, as by default.
+func (r *Reader) poison(p PoisonRecord, d *delivery) *message.Message {
+	msg, herr := r.cfg.Poison(p)
+	switch {
+	case herr != nil:
+		r.cfg.Logger.Error("Record could not be decoded, and the PoisonHandler failed; delivering its data as a raw payload",
+			errors.Join(p.Err, herr), r.recordFields(d))
+		return r.cfg.PoisonRaw(p)
+	case msg == nil:
+		r.cfg.Logger.Error("Record could not be decoded; the PoisonHandler skipped it", p.Err, r.recordFields(d))
+		return nil
+	}
+	r.cfg.Logger.Error("Record could not be decoded; delivering what the PoisonHandler made of it (the decode error is in its context)", p.Err, r.recordFields(d))
+	return msg
+}
