@@ -31,7 +31,7 @@ type recordInfoKey struct{}
 // The reader goroutine cancels it (cancel) when it sees the message settled and when it stops;
 // handlers read it from any goroutine, so its state is behind mu.
 type messageContext struct {
-	parent context.Context // the reader's values (shardReader.msgParent); cancel alone ends this one
+	parent context.Context // the reader's values (Reader.msgParent); cancel alone ends this one
 	info   RecordInfo
 
 	mu        sync.Mutex

@@ -37,11 +37,12 @@ type Exit struct {
 // Reader reads one shard and delivers its records in sequence order.
 //
 // Ownership: everything in a Reader belongs to its run goroutine, except the channels
-// below and the fields set before run starts (cfg, links, shardID, ctx, cancel, start, held, leased,
-// generation), which are read-only after that. The coordinator stops a reader by cancelling
-// ctx, fences it with markLost (it closes lost), and asks for a handoff with requestHandoff.
-// run writes ready once, closes finished once it has given the lease up, and then reports its
-// exit (sub.exits) unless the subscription has stopped listening (sub.quit).
+// below and the fields set before run starts (cfg, links, shardID, ctx,
+// cancel, start, held, leased, generation), which are read-only after that. The coordinator stops
+// a reader with Stop (it cancels ctx), fences it with MarkLost (it closes lost), and asks for a
+// handoff with RequestHandoff. Run writes ready once, closes finished once it has given the lease
+// up, and then reports its exit (Links.Exits) unless the subscription has stopped listening
+// (Links.Quit).
 type Reader struct {
 	cfg     *Config
 	links   *Links
@@ -70,8 +71,8 @@ type Reader struct {
 
 	fetchState            // fetch.go: iterator, fetched records, read pacing
 	windowState           // window.go: the in-flight window and the watermark
-	leaseState            // lease_calls.go: renewal, checkpoint, handoff and pause timing
-	push        pushState // fanout_read.go: the SubscribeToShard subscription, with enhanced fan-out
+	leaseState            // lease.go: renewal, checkpoint, handoff and pause timing
+	push        pushState // fanout.go: the SubscribeToShard subscription, with enhanced fan-out
 	wake        clock.Timer
 	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
 	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
