@@ -17,19 +17,20 @@ import (
 
 // Subscription is one Subscribe call: a coordinator goroutine and a reader goroutine per shard
 // it reads. In a group, each subscription is its own member, named by cfg.WorkerID (see
-// Subscriber.memberID).
+// pkg/kinesis's Subscriber.memberID).
 //
 // Ownership: the coordinator (start, then run, then shutdown) owns readers, shards, learned,
 // leases, tracker, members, member, asked, deletable, finished, skipped, ended and progress;
-// nothing else touches them. Readers send
-// on out, exits and (through forwardReady) readied. The coordinator closes quit when it stops
+// nothing else touches them. Readers send on out and exits (through the links they were
+// handed) and, through forwardReady, readied. The coordinator closes quit when it stops
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
 // done.
 type Subscription struct {
+	// cfg is read-only once a reader runs: start sets cfg.FanOut (the stream consumer, with
+	// enhanced fan-out) before any reader starts, and every reader reads &cfg.Config.
 	cfg    Config
 	logger watermill.LoggerAdapter
 	stream string
-	slot   int // member slot on the Subscriber (takeMemberSlot); 0 without a group
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -44,10 +45,6 @@ type Subscription struct {
 	// links are what every reader is handed to report upward: out, exits, quit, the
 	// subscription's context, the Changes nudge and the reader count.
 	links shard.Links
-	// fanOut, with enhanced fan-out, is the stream consumer the readers subscribe through;
-	// nil when they poll. Set by start before any reader starts; the pointer is read-only
-	// after (the consumer's ARN changes only through its own refresh).
-	fanOut *fanOutConsumer
 	shards map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
@@ -98,7 +95,8 @@ type Subscription struct {
 	lastLeaseSync atomic.Int64
 }
 
-func newSubscription(ctx context.Context, cfg Config, logger watermill.LoggerAdapter, stream string) *Subscription {
+func newSubscription(ctx context.Context, cfg Config) *Subscription {
+	logger, stream := cfg.Logger, cfg.Stream
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Subscription{
 		cfg: cfg, logger: logger, stream: stream,

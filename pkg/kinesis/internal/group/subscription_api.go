@@ -16,7 +16,7 @@ func New(ctx context.Context, cfg Config) *Subscription {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NoMetrics{}
 	}
-	return newSubscription(ctx, cfg, cfg.Logger, cfg.Stream)
+	return newSubscription(ctx, cfg)
 }
 
 // Start makes the first heartbeat (in a group), lists the shards, takes what leases it can
