@@ -11,12 +11,16 @@ import (
 	"time"
 )
 
-// TestREADMEConfiguration keeps the README's configuration tables honest: each table names
-// every exported field of its config and nothing else, and each default it states is the one
-// setValueDefaults fills in. A field added without a row, or a default changed in one place
-// only, fails here rather than misleading a reader.
-func TestREADMEConfiguration(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// configDoc is the page that holds the complete configuration tables, relative to this
+// package's directory.
+const configDoc = "../../docs/configuration.md"
+
+// TestDocsConfiguration keeps the configuration tables of docs/configuration.md honest: each
+// table names every exported field of its config and nothing else, and each default it states
+// is the one setValueDefaults fills in. A field added without a row, or a default changed in one
+// place only, fails here rather than misleading a reader.
+func TestDocsConfiguration(t *testing.T) {
+	doc, err := os.ReadFile(configDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +38,9 @@ func TestREADMEConfiguration(t *testing.T) {
 		{"`PublisherConfig` field", reflect.ValueOf(pub)},
 	} {
 		typ := tc.config.Type()
-		rows, err := readmeTable(string(readme), tc.header)
+		rows, err := readmeTable(string(doc), tc.header)
 		if err != nil {
-			t.Errorf("README.md: %v", err)
+			t.Errorf("docs/configuration.md: %v", err)
 			continue
 		}
 		tables[typ.Name()] = rows
@@ -47,7 +51,7 @@ func TestREADMEConfiguration(t *testing.T) {
 			}
 			row, ok := rows[f.Name]
 			if !ok {
-				t.Errorf("README.md's %s table has no row for %s", typ.Name(), f.Name)
+				t.Errorf("docs/configuration.md's %s table has no row for %s", typ.Name(), f.Name)
 				continue
 			}
 			if f.Name == "LeaseRenewInterval" { // derived from LeaseDuration: checked below
@@ -58,12 +62,12 @@ func TestREADMEConfiguration(t *testing.T) {
 				continue
 			}
 			if got := readmeDefaultValue(row.defaultCell); got != want {
-				t.Errorf("README.md says %s.%s defaults to %q; the code sets %s", typ.Name(), f.Name, row.defaultCell, want)
+				t.Errorf("docs/configuration.md says %s.%s defaults to %q; the code sets %s", typ.Name(), f.Name, row.defaultCell, want)
 			}
 		}
 		for name := range rows {
 			if _, ok := typ.FieldByName(name); !ok {
-				t.Errorf("README.md's %s table has a row for %s, which is not a field of it", typ.Name(), name)
+				t.Errorf("docs/configuration.md's %s table has a row for %s, which is not a field of it", typ.Name(), name)
 			}
 		}
 	}
@@ -74,18 +78,18 @@ func TestREADMEConfiguration(t *testing.T) {
 		return
 	}
 	if sub.Group.LeaseRenewInterval != sub.Group.LeaseDuration/3 || group["LeaseRenewInterval"].defaultCell != "`LeaseDuration` / 3" {
-		t.Errorf("LeaseRenewInterval defaults to %s with LeaseDuration %s; README.md says %q, want `LeaseDuration` / 3",
+		t.Errorf("LeaseRenewInterval defaults to %s with LeaseDuration %s; docs/configuration.md says %q, want `LeaseDuration` / 3",
 			sub.Group.LeaseRenewInterval, sub.Group.LeaseDuration, group["LeaseRenewInterval"].defaultCell)
 	}
 	byKey := SubscriberConfig{Ordering: OrderByKey}
 	byKey.setValueDefaults()
 	if want := fmt.Sprintf("%d; %d with `OrderByKey` or `Unordered`", sub.MaxInFlight, byKey.MaxInFlight); subscriber["MaxInFlight"].defaultCell != want {
-		t.Errorf("README.md says MaxInFlight defaults to %q, want %q", subscriber["MaxInFlight"].defaultCell, want)
+		t.Errorf("docs/configuration.md says MaxInFlight defaults to %q, want %q", subscriber["MaxInFlight"].defaultCell, want)
 	}
 	hooks := reflect.TypeFor[ShardHooks]()
 	for i := range hooks.NumField() {
 		if name := hooks.Field(i).Name; !strings.Contains(group["Hooks"].trades, "`"+name+"`") {
-			t.Errorf("README.md's Hooks row does not name ShardHooks.%s", name)
+			t.Errorf("docs/configuration.md's Hooks row does not name ShardHooks.%s", name)
 		}
 	}
 }
@@ -128,8 +132,8 @@ func readmeDefaultValue(cell string) string {
 	return strings.TrimSpace(strings.ReplaceAll(cell, "`", ""))
 }
 
-// readmeDefault renders a default as the README writes it, or reports false for a value the
-// README describes in words (a client, a clock, a generated worker id).
+// readmeDefault renders a default as the configuration tables write it, or reports false for a
+// value they describe in words (a client, a clock, a generated worker id).
 func readmeDefault(v reflect.Value) (string, bool) {
 	switch x := v.Interface().(type) {
 	case time.Duration:
