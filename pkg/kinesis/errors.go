@@ -78,6 +78,8 @@ func (e *PublishError) Unwrap() []error {
 	return errs
 }
 
-// ShardError names the shard a reader failed on: Stream, ShardID and the cause, Err (which
-// Unwrap returns).
+// ShardError names the shard a reader failed on. Its fields are Stream, ShardID and Err, the
+// cause, which Unwrap returns; errors.As finds it in the errors the Subscriber logs and
+// Subscribe returns. (It is defined with the reader, which makes it, and is the same type
+// here.)
 type ShardError = awscall.ShardError

@@ -16,6 +16,7 @@ type ShardError struct {
 	Err     error
 }
 
+// Error names the stream and shard, then the cause.
 func (e *ShardError) Error() string {
 	return fmt.Sprintf("kinesis: stream %q shard %q: %v", e.Stream, e.ShardID, e.Err)
 }

@@ -10,14 +10,17 @@ import (
 )
 
 // Config is a subscription's configuration: pkg/kinesis builds it for each Subscribe from a
-// validated SubscriberConfig with its defaults set, and nothing changes it after New (but
-// start, which sets FanOut before any reader starts).
+// validated SubscriberConfig with its defaults set, and nothing changes it after New. (The
+// readers get a copy of its shard.Config, with the fan-out consumer set in it by start.)
 type Config struct {
-	// Config is what every reader of the subscription is given (by pointer, read-only); its
-	// Stream, Group, WorkerID, Clock, Logger and lease settings are the subscription's too.
+	// Config is what every reader of the subscription is given (a copy, by pointer,
+	// read-only), but FanOut, which must be nil here; its Stream, Group, WorkerID, Clock,
+	// Logger and lease settings are the subscription's too.
 	shard.Config
 	Kinesis KinesisClient
-	// Consumers registers and describes stream consumers; set with FanOutEnabled.
+	// Kinesis, Consumers and Config.Client, Config.FanOutAPI are one client seen through the
+	// calls each layer makes. Consumers registers and describes stream consumers; set with
+	// FanOutEnabled, as Config.FanOutAPI is.
 	Consumers         ConsumerClient
 	FanOutEnabled     bool
 	LeaseSyncInterval time.Duration

@@ -13,7 +13,9 @@
 // finished, then done.
 //
 // How it is told things: readers report through the Links it hands them (an exit channel,
-// the Changes nudge); pkg/kinesis reads it only through Status, Started and the channels.
+// the Changes nudge); pkg/kinesis drives it only through the methods of subscription_api.go
+// (New, Start, Run, Shutdown, Cancel, Context, Done, Messages, Stream, LogFields, Started,
+// Status).
 //
 // What it may not touch: a reader's state (only the shard.Reader methods), and pkg/kinesis,
 // which it never imports: its Config is built by pkg/kinesis from the public configuration.

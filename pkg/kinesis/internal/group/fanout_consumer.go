@@ -65,7 +65,7 @@ func (f *fanOutConsumer) Refresh(ctx context.Context, stale string) (string, err
 }
 
 // startFanOut finds or registers the group's stream consumer before the readers start, and
-// sets cfg.FanOut, which makes them read with SubscribeToShard. A stream at its consumer limit
+// sets readerCfg.FanOut, which makes them read with SubscribeToShard. A stream at its consumer limit
 // falls back to polling, with an ERROR that says what to do; any other failure fails Subscribe.
 func (c *Subscription) startFanOut() error {
 	if !c.cfg.FanOutEnabled {
@@ -85,7 +85,7 @@ func (c *Subscription) startFanOut() error {
 	case err != nil:
 		return err
 	}
-	c.cfg.FanOut = newFanOutConsumer(arn, ensure)
+	c.readerCfg.FanOut = newFanOutConsumer(arn, ensure)
 	return nil
 }
 

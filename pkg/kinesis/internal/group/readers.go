@@ -132,7 +132,7 @@ func (t *readerTable) firstReadyBy() time.Time {
 // startReader starts a reader of shardID unless the shard has one; nil then. held is the lease
 // it reads under (nil without a group), taken at takenAt.
 func (c *Subscription) startReader(shardID string, pos shard.Start, held *lease.Lease, takenAt time.Time) *shard.Reader {
-	r := shard.New(&c.cfg.Config, &c.links, c.cfg.Metrics.ForShard(shardID), shardID, pos, held, takenAt)
+	r := shard.New(&c.readerCfg, &c.links, c.cfg.Metrics.ForShard(shardID), shardID, pos, held, takenAt)
 	var readyBy time.Time
 	if held != nil {
 		readyBy = takenAt.Add(shard.LeaseStopAfter(&c.cfg.Config))

@@ -26,11 +26,15 @@ import (
 // taking exit reports, then out (after every reader has finished, so no send can follow), then
 // done.
 type Subscription struct {
-	// cfg is read-only once a reader runs: start sets cfg.FanOut (the stream consumer, with
-	// enhanced fan-out) before any reader starts, and every reader reads &cfg.Config.
-	cfg    Config
-	logger watermill.LoggerAdapter
-	stream string
+	// cfg is read-only after New: the heartbeat goroutine reads it from the start.
+	cfg Config
+	// readerCfg is what every reader is given by pointer: cfg.Config and, with enhanced
+	// fan-out, the stream consumer (FanOut), which start sets on Subscribe's goroutine before
+	// any reader starts. Read-only after that. Kept apart from cfg, since writing FanOut into
+	// cfg raced with the heartbeat goroutine's reads of it.
+	readerCfg shard.Config
+	logger    watermill.LoggerAdapter
+	stream    string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -44,7 +48,7 @@ type Subscription struct {
 	readers *readerTable
 	// links are what every reader is handed to report upward: out, exits, quit, the
 	// subscription's context, the Changes nudge and the reader count.
-	links shard.Links
+	links  shard.Links
 	shards map[string]types.Shard // the last shard listing, plus learned
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
@@ -99,7 +103,7 @@ func newSubscription(ctx context.Context, cfg Config) *Subscription {
 	logger, stream := cfg.Logger, cfg.Stream
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Subscription{
-		cfg: cfg, logger: logger, stream: stream,
+		cfg: cfg, readerCfg: cfg.Config, logger: logger, stream: stream,
 		ctx: ctx, cancel: cancel,
 		out:         make(chan *message.Message),
 		exits:       make(chan shard.Exit),

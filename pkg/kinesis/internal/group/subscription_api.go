@@ -55,8 +55,8 @@ func (c *Subscription) LogFields() watermill.LogFields { return c.logFields() }
 // shards it knows, how many it reads, and its fan-out consumer's ARN ("" when polling).
 // Call it before Run.
 func (c *Subscription) Started() (shards, reading int, consumerARN string) {
-	if c.cfg.FanOut != nil {
-		consumerARN = c.cfg.FanOut.ARN()
+	if c.readerCfg.FanOut != nil {
+		consumerARN = c.readerCfg.FanOut.ARN()
 	}
 	return len(c.shards), c.readers.len(), consumerARN
 }

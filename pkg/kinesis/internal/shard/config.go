@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -25,7 +26,8 @@ type Config struct {
 	// FanOut, when not nil, is the stream consumer readers subscribe through (SubscribeToShard)
 	// instead of polling GetRecords.
 	FanOut Consumer
-	// FanOutAPI is Client as a FanOutAPI; set with FanOut.
+	// FanOutAPI is Client as a FanOutAPI; set whenever fan-out is enabled, also when the
+	// stream's consumer limit left FanOut nil.
 	FanOutAPI          FanOutClient
 	FanOutConsumer     string        // the consumer's name, for logs
 	FanOutRegister     time.Duration // FanOutConfig.RegisterTimeout, which bounds a re-registration
@@ -57,9 +59,6 @@ type Config struct {
 	Hooks              Hooks
 }
 
-// Grouped reports a consumer group: leases and checkpoints.
-func (c *Config) Grouped() bool { return c.Group != "" }
-
 // LogFields are the fields every line of the subscription carries.
 func (c *Config) LogFields() watermill.LogFields {
 	return watermill.LogFields{"stream": c.Stream, "group": c.Group, "worker": c.WorkerID}
@@ -85,7 +84,8 @@ type Links struct {
 	// which a reader tells apart from the coordinator stopping it alone.
 	Closing context.Context
 	// Changed moves this member's Changes, so that the others list the leases soon: a reader
-	// calls it when it pauses or gives a lease up. Safe from any goroutine.
+	// calls it when it pauses, and when a renewal fails while it is paused. Safe from any
+	// goroutine.
 	Changed func()
 	// Readers is how many readers the subscription runs, for the memory budget's share.
 	Readers func() int
@@ -159,8 +159,11 @@ type Consumer interface {
 	Refresh(ctx context.Context, stale string) (string, error)
 }
 
+// String names the ordering as pkg/kinesis does, for test failures and logs.
 func (o Ordering) String() string {
 	switch o {
+	case OrderDefault:
+		return "OrderDefault"
 	case OrderByShard:
 		return "OrderByShard"
 	case OrderByKey:
@@ -168,5 +171,5 @@ func (o Ordering) String() string {
 	case Unordered:
 		return "Unordered"
 	}
-	return "OrderDefault"
+	return "Ordering(" + strconv.Itoa(int(o)) + ")"
 }

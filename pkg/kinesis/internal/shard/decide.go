@@ -203,7 +203,7 @@ func nextTick(last, now time.Time, interval time.Duration) time.Time {
 // delivering (lease.MustStop), so that it stops before any other worker may take the lease.
 func leaseStopMargin(cfg *Config) time.Duration { return cfg.LeaseDuration / 5 }
 
-// leaseStopAfter is how long after its last successful renewal an owner stops delivering.
+// LeaseStopAfter is how long after its last successful renewal an owner stops delivering.
 func LeaseStopAfter(cfg *Config) time.Duration {
 	return cfg.LeaseDuration - leaseStopMargin(cfg)
 }

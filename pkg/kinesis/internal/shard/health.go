@@ -43,7 +43,3 @@ func (r *Reader) Health() Health {
 	}
 	return s
 }
-
-// MillisBehind is MillisBehindLatest of the reader's last read, for the metrics; safe from
-// any goroutine.
-func (r *Reader) MillisBehind() int64 { return r.health.behind.Load() }

@@ -31,7 +31,10 @@ type Exit struct {
 	// LastAcked is the sequence number of the last record acked in order ("" if none), where
 	// a no-group subscription resumes the shard if it starts it again.
 	LastAcked string
-	Err       error
+	// Err is why the reader stopped: nil for a shard read to its end or handed over, the
+	// context's error for a stop, a wrapped lease.ErrLeaseLost for a lost lease, or the
+	// failure no retry could fix (a *awscall.ShardError).
+	Err error
 }
 
 // Reader reads one shard and delivers its records in sequence order.
@@ -62,7 +65,7 @@ type Reader struct {
 	// worker waiting for this lease (buffered 1; a signal already pending is enough).
 	handoff  chan struct{}
 	lostOnce sync.Once
-	lostTo   string // set by markLost before it closes lost: the owner the coordinator saw
+	lostTo   string // set by MarkLost before it closes lost: the owner the coordinator saw
 
 	start      Start        // where reading starts
 	held       *lease.Lease // nil without a consumer group, and once handed over
@@ -123,7 +126,7 @@ func (r *Reader) Stop() { r.cancel() }
 // now reads the subscription's clock.
 func (r *Reader) now() time.Time { return r.cfg.Clock.Now() }
 
-// requestHandoff tells the reader, from the coordinator, that another worker asked for its
+// RequestHandoff tells the reader, from the coordinator, that another worker asked for its
 // lease. It never blocks.
 func (r *Reader) RequestHandoff() {
 	select {
@@ -132,7 +135,7 @@ func (r *Reader) RequestHandoff() {
 	}
 }
 
-// markLost tells the reader, from the coordinator, that the lease moved to another owner
+// MarkLost tells the reader, from the coordinator, that the lease moved to another owner
 // (owner, "" if it is free now or gone).
 func (r *Reader) MarkLost(owner string) {
 	r.lostOnce.Do(func() {
@@ -152,7 +155,7 @@ func (r *Reader) LogFields() watermill.LogFields {
 	return f
 }
 
-// run is the reader goroutine. It reports its exit to the coordinator at most once, and never
+// Run is the reader goroutine. It reports its exit to the coordinator at most once, and never
 // blocks on it once the subscription has stopped listening.
 //
 // Shutdown order: stop delivering; cancel the contexts of messages in flight (they will be
