@@ -215,6 +215,8 @@ func (s *DynamoDBStore) listable(ctx context.Context, op string, key Key) error 
 // writable makes sure, before the store's first write of key's group and stream, that the
 // group has no lease in the old layout and that the marker is there, writing it if need be:
 // the marker fences earlier versions out before this store creates, takes or renews anything.
+// A store that wrote the marker reads the old partition again after it, so that a lease an
+// earlier version wrote between the first read and the marker is found too.
 func (s *DynamoDBStore) writable(ctx context.Context, op string, key Key) error {
 	old := partitionKey(key.Group, key.Stream)
 	if s.layouts.get(old) == layoutMarked {
@@ -226,6 +228,12 @@ func (s *DynamoDBStore) writable(ctx context.Context, op string, key Key) error 
 	}
 	if !marked {
 		if err := s.putLayoutMarker(ctx, op, key); err != nil {
+			return err
+		}
+		// An instance of an earlier version may have written a lease there between the read
+		// and the marker (it checks no marker before it writes). Once the marker is there no
+		// earlier version writes again, so one more read settles it.
+		if _, err := s.readOldPartition(ctx, op, key); err != nil {
 			return err
 		}
 	}

@@ -259,6 +259,46 @@ func TestDynamoDBStoreRefusesOldLayout(t *testing.T) {
 	}
 }
 
+// TestDynamoDBStoreRereadsAfterMarker: an instance of an earlier version that writes a lease
+// into the old partition between a new store's check and its marker (it does not look for a
+// marker) is caught by the read the store makes after writing the marker: the write is
+// refused with ErrOldLeaseLayout, and so is every later one until the migration.
+func TestDynamoDBStoreRereadsAfterMarker(t *testing.T) {
+	c := dynamoClient(t)
+	cc := &countingClient{inner: c}
+	s, table := newTableStore(t, cc, c, "markerrace")
+	ctx := t.Context()
+	old := lease.Lease{Group: "g", Stream: "s", ShardID: "shard-0", Owner: "worker-old", Generation: 1, Counter: 1}
+	var injected atomic.Bool
+	cc.setFault(func(method string) error {
+		if method == "PutItem" && injected.CompareAndSwap(false, true) {
+			putOldLease(t, c, table, old) // the earlier version, just before the marker lands
+		}
+		return nil
+	})
+	_, err := s.Create(ctx, lease.Lease{Group: "g", Stream: "s", ShardID: "shard-1"})
+	if !errors.Is(err, lease.ErrOldLeaseLayout) {
+		t.Fatalf("Create while an earlier version wrote an old lease before the marker = %v, want ErrOldLeaseLayout", err)
+	}
+	if !injected.Load() {
+		t.Fatal("the marker was never written: the race was not staged")
+	}
+	for _, item := range scanItems(t, c, table) {
+		if attrS(item, "shard_id") == "shard-1" {
+			t.Fatalf("the refused Create wrote its lease: %v", describeItem(item))
+		}
+	}
+	if _, err := s.Create(ctx, lease.Lease{Group: "g", Stream: "s", ShardID: "shard-1"}); !errors.Is(err, lease.ErrOldLeaseLayout) {
+		t.Fatalf("a second Create = %v, want ErrOldLeaseLayout until the migration", err)
+	}
+	if moved, err := lease.MigrateDynamoDBLayout(ctx, c, table, "g", "s"); err != nil || moved != 1 {
+		t.Fatalf("MigrateDynamoDBLayout = %d, %v; want 1 moved", moved, err)
+	}
+	if _, err := s.Create(ctx, lease.Lease{Group: "g", Stream: "s", ShardID: "shard-1"}); err != nil {
+		t.Fatalf("Create after the migration: %v", err)
+	}
+}
+
 func TestMigrateDynamoDBLayout(t *testing.T) {
 	c := dynamoClient(t)
 	s, table := newTableStore(t, c, c, "migrate")
