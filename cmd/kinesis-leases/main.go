@@ -4,11 +4,16 @@
 //
 //	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
 //	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-timeout 1m]
+//	kinesis-leases -stream orders -group billing -table leases -migrate [-dry-run]
 //
 // It only reads: ListShards, one Query of the lease table, and for each shard not at SHARD_END
 // one GetShardIterator and one GetRecords with Limit 1 (which count against the shard's 5 reads
 // per second, shared with the group; -skip-behind leaves them out). See kinesis.InspectLeases
 // for what every field means.
+//
+// With -migrate it moves the group's leases from the single-partition layout of earlier versions
+// to the one this version reads (lease.MigrateDynamoDBLayout; stop every instance of the group
+// first), and with -dry-run as well it only prints what it would move. Only these write.
 //
 // The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials are
 // found as every AWS SDK finds them: environment variables, shared config and credentials
@@ -53,6 +58,7 @@ const (
 type options struct {
 	stream, group, table              string
 	json, skipBehind                  bool
+	migrate, dryRun                   bool
 	kinesisEndpoint, dynamoDBEndpoint string
 	region                            string
 	timeout                           time.Duration
@@ -91,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	if o.migrate {
+		return migrate(ctx, o, awsCfg, stdout, stderr)
+	}
 	report, err := inspect(ctx, o, awsCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "kinesis-leases: %s\n", explain(o, err))
@@ -135,6 +144,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: the region's AWS endpoint)")
 	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	fs.BoolVar(&o.migrate, "migrate", false, "move the group's leases from the single-partition layout of earlier versions (stop every instance of the group first)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "with -migrate: print what would move, change nothing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n\n"+
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
@@ -176,6 +187,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			problems = append(problems, fmt.Sprintf("-%s %q is not an http:// or https:// URL", e.flag, e.value))
 		}
 	}
+	if o.dryRun && !o.migrate {
+		problems = append(problems, "-dry-run is set without -migrate: it says what -migrate would change")
+	}
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
 	}
@@ -208,11 +222,7 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
 		}
 	})
-	dc := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
-		if o.dynamoDBEndpoint != "" {
-			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
-		}
-	})
+	dc := dynamoDBClient(o, awsCfg)
 	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
 	if err != nil {
 		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
@@ -223,6 +233,15 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 		Client:        kc,
 		LeaseStore:    store,
 		SkipBehind:    o.skipBehind,
+	})
+}
+
+// dynamoDBClient is the lease table's client, at -endpoint-dynamodb if given.
+func dynamoDBClient(o options, awsCfg aws.Config) *dynamodb.Client {
+	return dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		if o.dynamoDBEndpoint != "" {
+			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
+		}
 	})
 }
 

@@ -270,6 +270,7 @@ func TestRun_BadCommandLine(t *testing.T) {
 		{"bad endpoint", append(full, "-endpoint-kinesis", "localhost:4567"), nil, exitUsage,
 			[]string{`-endpoint-kinesis "localhost:4567" is not an http:// or https:// URL`}},
 		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
+		{"dry run alone", append(full, "-dry-run"), nil, exitUsage, []string{"-dry-run is set without -migrate"}},
 		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
 			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}, exitUsage,
 			[]string{"-region is missing: pass -region, set AWS_REGION, or give the profile a region"}},

@@ -43,6 +43,22 @@ func MigrateDynamoDBLayout(ctx context.Context, client DynamoDBAPI, table, group
 	return s.migrateLayout(ctx, key)
 }
 
+// DynamoDBOldLayoutLeases returns the leases of group on stream that MigrateDynamoDBLayout
+// would move (those in the partition stream|group of earlier versions), and writes nothing: a
+// dry run of the migration. An item there that the migration would stop at is an error, as it
+// is for the migration. It needs DescribeTable and Query on the table.
+func DynamoDBOldLayoutLeases(ctx context.Context, client DynamoDBAPI, table, group, stream string) ([]Lease, error) {
+	key := Key{Group: group, Stream: stream}
+	if err := validateDynamoKey(opMigrate, key, false); err != nil {
+		return nil, err
+	}
+	s, err := NewDynamoDBStore(ctx, DynamoDBConfig{Client: client, TableName: table})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s of %s: %w", opMigrate, key, err)
+	}
+	return s.oldLeases(ctx, key)
+}
+
 func (s *DynamoDBStore) migrateLayout(ctx context.Context, key Key) (int, error) {
 	if err := s.before(ctx, opMigrate, key, false); err != nil {
 		return 0, err
