@@ -77,8 +77,12 @@ func (c *Subscription) heartbeatOnce() error {
 		return err
 	}
 	c.hb.mu.Lock()
+	first := c.hb.member.Counter == 0
 	c.hb.member = m
 	c.hb.mu.Unlock()
+	if first { // the first heartbeat that succeeds, at start or later from beat
+		c.logger.Info("Joined the group: member record written", c.logFields())
+	}
 	return nil
 }
 

@@ -86,6 +86,7 @@ func (c *Subscription) syncMembers() []string {
 	c.lastLeaseSync.Store(now.UnixNano())
 	c.members.Observe(members, now)
 	live := c.members.Live(now, memberFresh(c.cfg))
+	c.logMemberChanges(live, members)
 	if len(live) == 0 || live[0] != c.cfg.WorkerID {
 		return live
 	}
@@ -115,7 +116,7 @@ func (c *Subscription) removeMember(m lease.Member, done string) {
 	cancel()
 	switch {
 	case err == nil:
-		c.logger.Debug(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+		c.logger.Info(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
 	case errors.Is(err, lease.ErrMemberChanged):
 	case !c.warnedMembers:
 		c.warnedMembers = true
@@ -155,5 +156,7 @@ func (c *Subscription) leave() {
 	}
 	if err != nil {
 		logs.Warn(c.logger, "Member record not removed on close; the others count this worker out a few lease syncs later", err, c.logFields())
+		return
 	}
+	c.logger.Info("Left the group: member record removed", c.logFields())
 }

@@ -60,6 +60,9 @@ type Subscription struct {
 	// liveAtList and recordsAtList are the live members and every member record as of the
 	// last lease listing of a lease sync (nil before the first): one gone since lists again.
 	liveAtList, recordsAtList []string
+	// liveSeen are the live members at the last member read (nil before the first), for the
+	// log of member changes (logMemberChanges).
+	liveSeen []string
 	// syncListed: a lease sync has listed the leases (the fields ...AtList are set).
 	syncListed bool
 	// listTimeouts counts the lease listings that timed out in a row (refreshLeases).
