@@ -61,7 +61,9 @@ func TestGroupMemberLogLines(t *testing.T) {
 	}
 	if t.Failed() {
 		for _, wk := range workers {
-			for _, l := range wk.logs.matching(func(l fltEntry) bool { return l.fields["member"] != nil || l.msg == "Joined the group: member record written" }) {
+			for _, l := range wk.logs.matching(func(l fltEntry) bool {
+				return l.fields["member"] != nil || l.msg == "Joined the group: member record written"
+			}) {
 				t.Logf("%s: %v", wk.id, l)
 			}
 		}
