@@ -118,10 +118,10 @@ func newSubscriberMetrics(mp metric.MeterProvider) (*subscriberMetrics, error) {
 func (m *subscriberMetrics) observeBehind(subs func() []*group.Subscription) (metric.Registration, error) {
 	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, sub := range subs() {
-			st := sub.Status()
-			for _, r := range st.Readers {
-				if h := r.Health(); !h.LastRead.IsZero() { // nothing to say before the first read
-					o.ObserveInt64(m.behind, h.MillisBehindLatest, metric.WithAttributeSet(shardAttrs(st.Stream, st.Group, h.ShardID)))
+			for _, r := range sub.Status().Readers {
+				sm, ok := r.Metrics().(*shardMetrics)
+				if h := r.Health(); ok && !h.LastRead.IsZero() { // nothing to say before the first read
+					o.ObserveInt64(m.behind, h.MillisBehindLatest, sm.obs...)
 				}
 			}
 		}
@@ -145,7 +145,8 @@ var _ group.Metrics = subscriptionMetrics{}
 // ForShard is the shard's metrics, with its attributes made once.
 func (s subscriptionMetrics) ForShard(shardID string) shard.Metrics {
 	set := shardAttrs(s.stream, s.group, shardID)
-	return &shardMetrics{subscriberMetrics: s.m, attrs: set, add: []metric.AddOption{metric.WithAttributeSet(set)}}
+	opt := metric.WithAttributeSet(set)
+	return &shardMetrics{subscriberMetrics: s.m, attrs: set, add: []metric.AddOption{opt}, obs: []metric.ObserveOption{opt}}
 }
 
 // shardAttrs are the attributes of a shard's measurements.
@@ -163,6 +164,7 @@ type shardMetrics struct {
 	*subscriberMetrics
 	attrs attribute.Set
 	add   []metric.AddOption
+	obs   []metric.ObserveOption // for the millis-behind gauge (observeBehind)
 }
 
 var _ shard.Metrics = (*shardMetrics)(nil)

@@ -8,6 +8,12 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
+// FailuresBeforeError is how many calls in a row may fail in a way that passes (throttled or
+// transient) before the next failure is logged at ERROR rather than INFO or WARN: a shard's
+// reads, a coordinator step, a member heartbeat. Eight backed-off tries are 6 to 13 s of a
+// dependency that does not answer.
+const FailuresBeforeError = 8
+
 // Backoff is capped exponential backoff with full jitter: a random wait in [d/2, d] where d
 // doubles from base up to max, so that many readers retrying at once spread out.
 func Backoff(attempt int, base, max time.Duration) time.Duration {

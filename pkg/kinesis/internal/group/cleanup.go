@@ -118,16 +118,16 @@ func (c *Subscription) deleteFinished(l lease.Lease, why string) bool {
 		return true
 	case err != nil && !c.warnedDeletes:
 		c.warnedDeletes = true
-		logs.Warn(c.logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and every lease listing reads it", err,
+		logs.Warn(c.cfg.Logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and every lease listing reads it", err,
 			c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
 		return false
 	case err != nil:
-		c.logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.cfg.Logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return false
 	}
 	delete(c.leases, l.ShardID)
 	delete(c.deletable, l.ShardID)
 	c.invalidateFinished()
-	c.logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))
+	c.cfg.Logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))
 	return true
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 )
 
 // ErrConsumerLimit is pkg/kinesis.ErrConsumerLimit: a stream consumer could not be registered
@@ -72,12 +71,12 @@ func (c *Subscription) startFanOut() error {
 		return nil
 	}
 	ensure := func(ctx context.Context) (string, error) {
-		return ensureConsumer(ctx, &c.cfg, c.logger, c.logFields())
+		return ensureConsumer(ctx, &c.cfg, c.cfg.Logger, c.logFields())
 	}
 	arn, err := ensure(c.ctx)
 	switch {
 	case errors.Is(err, ErrConsumerLimit):
-		c.logger.Error("Enhanced fan-out is unavailable; reading by polling (GetRecords) instead", err, c.logFields().Add(watermill.LogFields{
+		c.cfg.Logger.Error("Enhanced fan-out is unavailable; reading by polling (GetRecords) instead", err, c.logFields().Add(watermill.LogFields{
 			"consumer": c.cfg.FanOutConsumer,
 			"what_to_do": "deregister a consumer of the stream that is no longer used (kinesis.DeregisterConsumer), or ask AWS for a higher quota; " +
 				"restart the subscription to read with enhanced fan-out again"}))
@@ -213,7 +212,7 @@ func describeStream(ctx context.Context, cfg *Config) (*types.StreamDescriptionS
 		case awscall.NotFound:
 			return nil, fmt.Errorf("%w: %w", awscall.ErrStreamNotFound, err)
 		case awscall.Throttled, awscall.Transient:
-			if attempt+1 < shard.ReadFailuresBeforeError {
+			if attempt+1 < awscall.FailuresBeforeError {
 				if err := awscall.SleepOn(ctx, cfg.Clock, awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)); err == nil {
 					continue
 				}

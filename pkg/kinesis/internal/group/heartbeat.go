@@ -6,8 +6,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -71,7 +71,7 @@ func quietMember(cfg Config) time.Duration { return 3 * heartbeatInterval(cfg) /
 // heartbeatOnce writes the member record once, bounded by RequestTimeout.
 func (c *Subscription) heartbeatOnce() error {
 	ctx, cancel := c.callContext()
-	m, err := c.cfg.LeaseStore.Heartbeat(ctx, c.cfg.Group, c.stream, c.cfg.WorkerID, c.changes.Load())
+	m, err := c.cfg.LeaseStore.Heartbeat(ctx, c.cfg.Group, c.cfg.Stream, c.cfg.WorkerID, c.changes.Load())
 	cancel()
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func (c *Subscription) heartbeatOnce() error {
 	c.hb.member = m
 	c.hb.mu.Unlock()
 	if first { // the first heartbeat that succeeds, at start or later from beat
-		c.logger.Info("Joined the group: member record written", c.logFields())
+		c.cfg.Logger.Info("Joined the group: member record written", c.logFields())
 	}
 	return nil
 }
@@ -98,7 +98,7 @@ func (c *Subscription) lastMember() lease.Member {
 func (c *Subscription) startHeartbeat() {
 	if err := c.heartbeatOnce(); err != nil {
 		c.hb.fails++
-		c.logger.Info("Member heartbeat failed; will retry", c.logFields().Add(watermill.LogFields{"err": err}))
+		c.cfg.Logger.Info("Member heartbeat failed; will retry", c.logFields().Add(watermill.LogFields{"err": err}))
 	}
 	c.hb.done = make(chan struct{})
 	go c.beat()
@@ -138,10 +138,10 @@ func (c *Subscription) beat() {
 		default:
 			c.hb.fails++
 			fields := c.logFields().Add(watermill.LogFields{"failures": c.hb.fails})
-			if c.hb.fails == shard.ReadFailuresBeforeError {
-				logs.Warn(c.logger, "Member heartbeat keeps failing; the other members count this worker out of the shares until it succeeds", err, fields)
+			if c.hb.fails == awscall.FailuresBeforeError {
+				logs.Warn(c.cfg.Logger, "Member heartbeat keeps failing; the other members count this worker out of the shares until it succeeds", err, fields)
 			} else {
-				c.logger.Debug("Member heartbeat failed; will retry", fields.Add(watermill.LogFields{"err": err}))
+				c.cfg.Logger.Debug("Member heartbeat failed; will retry", fields.Add(watermill.LogFields{"err": err}))
 			}
 		}
 	}

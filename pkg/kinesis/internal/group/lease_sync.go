@@ -52,14 +52,14 @@ func (c *Subscription) createLeases(ids []string) error {
 		}
 		ctx, cancel := c.callContext()
 		l, err := c.cfg.LeaseStore.Create(ctx, lease.Lease{
-			Group: c.cfg.Group, Stream: c.stream, ShardID: id, Parents: parentsOf(c.shards[id]),
+			Group: c.cfg.Group, Stream: c.cfg.Stream, ShardID: id, Parents: parentsOf(c.shards[id]),
 		})
 		cancel()
 		switch {
 		case errors.Is(err, lease.ErrLeaseExists):
 			existed++
 		case err != nil:
-			return fmt.Errorf("kinesis: creating the lease of shard %q of stream %q: %w", id, c.stream, err)
+			return fmt.Errorf("kinesis: creating the lease of shard %q of stream %q: %w", id, c.cfg.Stream, err)
 		default:
 			existed = 0
 			c.leases[id] = l
@@ -79,14 +79,14 @@ func (c *Subscription) refreshLeases() error {
 	// After listings that timed out, the next may take longer, as a reader's reads may
 	// (shard.Reader.callContext): a slow store's answers get through, a hung call is still cut.
 	ctx, cancel := clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout<<min(c.listTimeouts, shard.MaxTimeoutDoublings))
-	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.Group, c.stream)
+	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.Group, c.cfg.Stream)
 	timedOut := err != nil && c.ctx.Err() == nil && context.Cause(ctx) == context.DeadlineExceeded
 	cancel()
 	if timedOut {
 		c.listTimeouts++
 	}
 	if err != nil {
-		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.Group, c.stream, err)
+		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.Group, c.cfg.Stream, err)
 	}
 	c.listTimeouts = 0
 	now := c.cfg.Clock.Now()

@@ -75,10 +75,10 @@ const staleMembersAfter = 6
 // live members, for the shares.
 func (c *Subscription) syncMembers() []string {
 	ctx, cancel := c.callContext()
-	members, err := c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.stream)
+	members, err := c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.cfg.Stream)
 	cancel()
 	if err != nil {
-		c.logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
+		c.cfg.Logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
 		c.listSoon = true
 		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
 	}
@@ -92,7 +92,7 @@ func (c *Subscription) syncMembers() []string {
 	}
 	// One record per sync: a backlog of them (DeleteItem denied for a while) must not hold
 	// up the coordinator.
-	if stale := c.members.Stale(c.cfg.Group, c.stream, now, staleMembersAfter*c.cfg.LeaseDuration); len(stale) > 0 {
+	if stale := c.members.Stale(c.cfg.Group, c.cfg.Stream, now, staleMembersAfter*c.cfg.LeaseDuration); len(stale) > 0 {
 		c.removeMember(stale[0], "Removed the member record of a member long gone")
 	}
 	return live
@@ -116,14 +116,14 @@ func (c *Subscription) removeMember(m lease.Member, done string) {
 	cancel()
 	switch {
 	case err == nil:
-		c.logger.Info(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
+		c.cfg.Logger.Info(done, c.logFields().Add(watermill.LogFields{"member": m.Worker}))
 	case errors.Is(err, lease.ErrMemberChanged):
 	case !c.warnedMembers:
 		c.warnedMembers = true
-		logs.Warn(c.logger, "Removing a member record failed (is dynamodb:DeleteItem allowed on the lease table?); it stays until it goes stale", err,
+		logs.Warn(c.cfg.Logger, "Removing a member record failed (is dynamodb:DeleteItem allowed on the lease table?); it stays until it goes stale", err,
 			c.logFields().Add(watermill.LogFields{"member": m.Worker}))
 	default:
-		c.logger.Debug("Removing a member record failed", c.logFields().Add(watermill.LogFields{"member": m.Worker, "err": err}))
+		c.cfg.Logger.Debug("Removing a member record failed", c.logFields().Add(watermill.LogFields{"member": m.Worker, "err": err}))
 	}
 }
 
@@ -146,7 +146,7 @@ func (c *Subscription) leave() {
 	err := c.cfg.LeaseStore.RemoveMember(ctx, member)
 	if errors.Is(err, lease.ErrMemberChanged) {
 		var members []lease.Member
-		if members, err = c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.stream); err == nil {
+		if members, err = c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.cfg.Stream); err == nil {
 			for _, m := range members {
 				if m.Worker == c.cfg.WorkerID {
 					err = c.cfg.LeaseStore.RemoveMember(ctx, m)
@@ -155,8 +155,8 @@ func (c *Subscription) leave() {
 		}
 	}
 	if err != nil {
-		logs.Warn(c.logger, "Member record not removed on close; the others count this worker out a few lease syncs later", err, c.logFields())
+		logs.Warn(c.cfg.Logger, "Member record not removed on close; the others count this worker out a few lease syncs later", err, c.logFields())
 		return
 	}
-	c.logger.Info("Left the group: member record removed", c.logFields())
+	c.cfg.Logger.Info("Left the group: member record removed", c.logFields())
 }

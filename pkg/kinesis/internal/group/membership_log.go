@@ -16,22 +16,31 @@ type memberEvents struct {
 	gone   []string // live before, record still there but no heartbeat for memberFresh
 }
 
-// diffMembers compares the live members of two syncs (sorted) with the records read now. It is
-// pure, for a table test.
+// diffMembers compares the live members of two syncs with the records read now, in time linear
+// in the group's size (a group may have hundreds of members). It is pure, for a table test.
 func diffMembers(before, now []string, records []lease.Member) memberEvents {
 	var ev memberEvents
+	wasLive := make(map[string]bool, len(before))
+	for _, w := range before {
+		wasLive[w] = true
+	}
+	isLive := make(map[string]bool, len(now))
 	for _, w := range now {
-		if !slices.Contains(before, w) {
+		isLive[w] = true
+		if !wasLive[w] {
 			ev.joined = append(ev.joined, w)
 		}
 	}
+	recorded := make(map[string]bool, len(records))
+	for _, m := range records {
+		recorded[m.Worker] = true
+	}
 	for _, w := range before {
-		if slices.Contains(now, w) {
-			continue
-		}
-		if slices.ContainsFunc(records, func(m lease.Member) bool { return m.Worker == w }) {
+		switch {
+		case isLive[w]:
+		case recorded[w]:
 			ev.gone = append(ev.gone, w)
-		} else {
+		default:
 			ev.left = append(ev.left, w)
 		}
 	}
@@ -55,21 +64,21 @@ func (c *Subscription) logMemberChanges(live []string, records []lease.Member) {
 		return
 	}
 	before := c.liveSeen
-	c.liveSeen = append([]string{}, live...)
+	c.liveSeen = append([]string{}, live...) // never nil once set: nil means no baseline yet
 	if len(live) == 0 || live[0] != self {
 		return
 	}
 	ev := diffMembers(before, live, records)
 	for _, w := range ev.joined {
 		if w != self { // its own join and leave a member logs itself
-			c.logger.Info("Member joined the group", c.logFields().Add(watermill.LogFields{"member": w}))
+			c.cfg.Logger.Info("Member joined the group", c.logFields().Add(watermill.LogFields{"member": w}))
 		}
 	}
 	for _, w := range ev.left {
-		c.logger.Info("Member left the group (it removed its record)", c.logFields().Add(watermill.LogFields{"member": w}))
+		c.cfg.Logger.Info("Member left the group (it removed its record)", c.logFields().Add(watermill.LogFields{"member": w}))
 	}
 	for _, w := range ev.gone {
-		c.logger.Info("Member judged gone: its heartbeat stopped; its leases are taken once they expire",
+		c.cfg.Logger.Info("Member judged gone: its heartbeat stopped; its leases are taken once they expire",
 			c.logFields().Add(watermill.LogFields{"member": w, "after": memberFresh(c.cfg).String()}))
 	}
 }

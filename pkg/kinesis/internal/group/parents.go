@@ -37,7 +37,7 @@ func (c *Subscription) skipClosed(id string) bool {
 	}
 	if !c.skipped[id] {
 		c.skipped[id] = true
-		c.logger.Info("Skipping a closed shard never read: the subscription starts at LATEST", c.logFields().Add(watermill.LogFields{"shard": id}))
+		c.cfg.Logger.Info("Skipping a closed shard never read: the subscription starts at LATEST", c.logFields().Add(watermill.LogFields{"shard": id}))
 	}
 	return true
 }

@@ -139,7 +139,7 @@ func (c *Subscription) startReader(shardID string, pos shard.Start, held *lease.
 	}
 	if err := c.readers.add(r, readyBy); err != nil {
 		r.Stop()
-		c.logger.Error("Not starting a second reader of a shard", err, r.LogFields())
+		c.cfg.Logger.Error("Not starting a second reader of a shard", err, r.LogFields())
 		return nil
 	}
 	go r.Run()
@@ -152,7 +152,7 @@ func (c *Subscription) startReader(shardID string, pos shard.Start, held *lease.
 func (c *Subscription) readerExited(ex shard.Exit) bool {
 	r := ex.Reader
 	if !c.readers.remove(r) {
-		c.logger.Error("Exit report of a reader that is not the shard's; ignored", ex.Err, r.LogFields())
+		c.cfg.Logger.Error("Exit report of a reader that is not the shard's; ignored", ex.Err, r.LogFields())
 		return false
 	}
 	if ex.LastAcked != "" {
@@ -264,8 +264,8 @@ func (c *Subscription) readerReady(r *shard.Reader, err error) error {
 // the reader releases the lease; a later lease sync tries again.
 func (c *Subscription) giveUpLate() {
 	for _, r := range c.readers.late(c.cfg.Clock.Now()) {
-		err := &awscall.ShardError{Stream: c.stream, ShardID: r.ShardID(), Err: fmt.Errorf("no shard iterator within %s of taking the lease", shard.LeaseStopAfter(&c.cfg.Config))}
-		logs.Warn(c.logger, "Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
+		err := &awscall.ShardError{Stream: c.cfg.Stream, ShardID: r.ShardID(), Err: fmt.Errorf("no shard iterator within %s of taking the lease", shard.LeaseStopAfter(&c.cfg.Config))}
+		logs.Warn(c.cfg.Logger, "Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
 			err, r.LogFields())
 		r.Stop()
 	}

@@ -15,12 +15,12 @@ import (
 
 // syncShards lists the stream's shards and, in a group, creates the leases of new ones.
 func (c *Subscription) syncShards() error {
-	shards, err := listShards(c.ctx, c.cfg, c.stream)
+	shards, err := listShards(c.ctx, c.cfg, c.cfg.Stream)
 	if errors.Is(err, awscall.ErrStreamNotFound) && len(c.shards) > 0 {
 		// The stream is gone: forget its shards, so that no reader is started on it until a
 		// listing finds it again (a stream created again under the same name is read from
 		// the checkpoints, or from TRIM_HORIZON where they are not its own).
-		c.logger.Error("Stream not found (deleted?); no shard of it is read until a shard listing finds it again", err,
+		c.cfg.Logger.Error("Stream not found (deleted?); no shard of it is read until a shard listing finds it again", err,
 			c.logFields().Add(watermill.LogFields{"shard_sync_interval": c.cfg.ShardSyncInterval}))
 		clear(c.shards)
 		c.invalidateFinished()

@@ -68,7 +68,7 @@ func (c *Subscription) firstSync() error {
 		if class := awscall.Classify(c.ctx, err); class != awscall.Transient && class != awscall.Throttled {
 			return err
 		}
-		c.logger.Info("Subscribe's first sync failed; retrying", c.logFields().Add(watermill.LogFields{"err": err, "attempt": attempt}))
+		c.cfg.Logger.Info("Subscribe's first sync failed; retrying", c.logFields().Add(watermill.LogFields{"err": err, "attempt": attempt}))
 		if err := awscall.SleepOn(c.ctx, c.cfg.Clock, awscall.Backoff(attempt-1, 100*time.Millisecond, time.Second)); err != nil {
 			return err
 		}

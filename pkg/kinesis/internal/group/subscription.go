@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -33,8 +34,6 @@ type Subscription struct {
 	// any reader starts. Read-only after that. Kept apart from cfg, since writing FanOut into
 	// cfg raced with the heartbeat goroutine's reads of it.
 	readerCfg shard.Config
-	logger    watermill.LoggerAdapter
-	stream    string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -103,10 +102,9 @@ type Subscription struct {
 }
 
 func newSubscription(ctx context.Context, cfg Config) *Subscription {
-	logger, stream := cfg.Logger, cfg.Stream
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Subscription{
-		cfg: cfg, readerCfg: cfg.Config, logger: logger, stream: stream,
+		cfg: cfg, readerCfg: cfg.Config,
 		ctx: ctx, cancel: cancel,
 		out:         make(chan *message.Message),
 		exits:       make(chan shard.Exit),
@@ -138,7 +136,7 @@ func newSubscription(ctx context.Context, cfg Config) *Subscription {
 func (c *Subscription) grouped() bool { return c.cfg.Group != "" }
 
 func (c *Subscription) logFields() watermill.LogFields {
-	return watermill.LogFields{"stream": c.stream, "group": c.cfg.Group, "worker": c.cfg.WorkerID}
+	return c.cfg.LogFields()
 }
 
 // run is the coordinator goroutine: periodic lease and shard syncs, and reader exits.
@@ -216,7 +214,7 @@ func (c *Subscription) callContext() (context.Context, context.CancelFunc) {
 }
 
 // logIfFailed logs a failed coordinator step, which the next sync retries: WARN, and ERROR
-// once when the same step keeps failing (shard.ReadFailuresBeforeError in a row: 16 s of lease
+// once when the same step keeps failing (awscall.FailuresBeforeError in a row: 16 s of lease
 // syncs, 4 minutes of shard listings at the defaults), since a lease store or Kinesis that
 // stays unreachable needs someone to look. Each step counts on its own: lease syncs that
 // succeed do not hide shard listings that keep failing.
@@ -231,9 +229,9 @@ func (c *Subscription) logIfFailed(what string, err error) {
 	c.failures[what]++
 	n := c.failures[what]
 	fields := c.logFields().Add(watermill.LogFields{"failures": n})
-	if n == shard.ReadFailuresBeforeError {
-		c.logger.Error("Coordinator keeps failing "+what+"; will retry", err, fields)
+	if n == awscall.FailuresBeforeError {
+		c.cfg.Logger.Error("Coordinator keeps failing "+what+"; will retry", err, fields)
 		return
 	}
-	logs.Warn(c.logger, "Coordinator failed "+what+"; will retry", err, fields)
+	logs.Warn(c.cfg.Logger, "Coordinator failed "+what+"; will retry", err, fields)
 }

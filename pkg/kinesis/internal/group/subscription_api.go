@@ -46,7 +46,7 @@ func (c *Subscription) Done() <-chan struct{} { return c.done }
 func (c *Subscription) Messages() <-chan *message.Message { return c.out }
 
 // Stream is the stream the subscription reads.
-func (c *Subscription) Stream() string { return c.stream }
+func (c *Subscription) Stream() string { return c.cfg.Stream }
 
 // LogFields are the subscription's log fields: stream, group and worker.
 func (c *Subscription) LogFields() watermill.LogFields { return c.logFields() }
@@ -72,7 +72,7 @@ type Status struct {
 
 // Status is a snapshot of the subscription; safe from any goroutine.
 func (c *Subscription) Status() Status {
-	s := Status{Stream: c.stream, Group: c.cfg.Group, WorkerID: c.cfg.WorkerID}
+	s := Status{Stream: c.cfg.Stream, Group: c.cfg.Group, WorkerID: c.cfg.WorkerID}
 	if n := c.lastLeaseSync.Load(); n != 0 {
 		s.LastLeaseSync = time.Unix(0, n)
 	}

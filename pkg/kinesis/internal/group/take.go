@@ -17,11 +17,11 @@ func (c *Subscription) releaseFinished(l lease.Lease) {
 	defer cancel()
 	released, err := c.cfg.LeaseStore.Release(ctx, l)
 	if err != nil {
-		c.logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.cfg.Logger.Debug("Finished shard's lease not released", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return
 	}
 	c.changed()
-	c.logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
+	c.cfg.Logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
 		"shard": l.ShardID, "generation": l.Generation, "reason": shard.ReleaseShardFinished, "checkpoint": l.Checkpoint}))
 	c.cfg.Metrics.ForShard(l.ShardID).Count(shard.CountReleased, 1)
 	c.leases[l.ShardID] = released
@@ -60,7 +60,7 @@ func (c *Subscription) take(l lease.Lease, why, from string) *shard.Reader {
 	taken, err := c.cfg.LeaseStore.Take(ctx, l, c.cfg.WorkerID)
 	cancel()
 	if err != nil {
-		c.logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.cfg.Logger.Debug("Lease not taken", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		c.listSoon = true
 		return nil
 	}
@@ -70,7 +70,7 @@ func (c *Subscription) take(l lease.Lease, why, from string) *shard.Reader {
 	if from != "" && from != c.cfg.WorkerID {
 		fields["from"] = from
 	}
-	c.logger.Info("Lease taken", fields)
+	c.cfg.Logger.Info("Lease taken", fields)
 	m := c.cfg.Metrics.ForShard(l.ShardID)
 	m.LeaseAcquired(takeReasonCodes[why])
 	r := c.startReader(l.ShardID, shard.Start{After: taken.Checkpoint, Initial: c.startPosition(taken)}, &taken, takenAt)
@@ -86,12 +86,12 @@ func (c *Subscription) ask(l lease.Lease) {
 	asked, err := c.cfg.LeaseStore.RequestHandoff(ctx, l, c.cfg.WorkerID)
 	cancel()
 	if err != nil {
-		c.logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
+		c.cfg.Logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		c.listSoon = true
 		return
 	}
 	c.changed() // the owner lists at its next lease sync and hands over, not at its next renewal
-	c.logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
+	c.cfg.Logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
 	c.leases[l.ShardID] = asked
 	c.asked[l.ShardID] = handoffAsk{at: c.cfg.Clock.Now(), owner: l.Owner}
 }

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -157,19 +156,4 @@ type Consumer interface {
 	// Refresh registers the consumer again when stale is still its ARN (it was deregistered
 	// under the group), once for all readers, and returns the ARN to subscribe with.
 	Refresh(ctx context.Context, stale string) (string, error)
-}
-
-// String names the ordering as pkg/kinesis does, for test failures and logs.
-func (o Ordering) String() string {
-	switch o {
-	case OrderDefault:
-		return "OrderDefault"
-	case OrderByShard:
-		return "OrderByShard"
-	case OrderByKey:
-		return "OrderByKey"
-	case Unordered:
-		return "Unordered"
-	}
-	return "Ordering(" + strconv.Itoa(int(o)) + ")"
 }

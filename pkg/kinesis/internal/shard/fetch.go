@@ -180,10 +180,10 @@ func (r *Reader) retryRead(class awscall.Class, err error) bool {
 	case awscall.Transient:
 		// A blip is routine and logged at INFO. Reads that keep failing are an outage that
 		// someone should see: the fault suite's 30 s GetRecords outage logged nothing above
-		// INFO. From the ReadFailuresBeforeError-th failure in a row (6 to 13 s into an
+		// INFO. From the awscall.FailuresBeforeError-th failure in a row (6 to 13 s into an
 		// outage, by the backoff below) each retry logs at ERROR, at most one line per shard
 		// every 5 to 10 s.
-		if r.failures >= ReadFailuresBeforeError {
+		if r.failures >= awscall.FailuresBeforeError {
 			r.cfg.Logger.Error("Reads keep failing; retrying", err, fields)
 		} else {
 			r.cfg.Logger.Info("Read failed; retrying", fields)
@@ -193,10 +193,6 @@ func (r *Reader) retryRead(class awscall.Class, err error) bool {
 	}
 	return false
 }
-
-// ReadFailuresBeforeError is how many reads of a shard in a row fail (throttled or transient)
-// before a transient failure is logged at ERROR instead of INFO.
-const ReadFailuresBeforeError = 8
 
 // readThrottleMaxBackoff caps the wait after throttled reads.
 const readThrottleMaxBackoff = time.Second

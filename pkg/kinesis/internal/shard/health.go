@@ -17,6 +17,9 @@ type Health struct {
 	Paused             bool
 }
 
+// Metrics is the sink the reader counts with, as New was given it; safe from any goroutine.
+func (r *Reader) Metrics() Metrics { return r.metrics }
+
 // readerHealth is what other goroutines may read of a reader while it runs: the reader
 // goroutine stores, Health loads.
 type readerHealth struct {

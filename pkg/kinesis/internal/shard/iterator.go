@@ -52,7 +52,7 @@ func (r *Reader) initIterator() error {
 		}
 		switch class {
 		case awscall.Throttled, awscall.Transient:
-			if attempt+1 >= ReadFailuresBeforeError {
+			if attempt+1 >= awscall.FailuresBeforeError {
 				// As for reads: a blip is INFO, an outage is an ERROR someone should see.
 				r.cfg.Logger.Error(r.openingWhat()+" keeps failing; retrying", err,
 					r.LogFields().Add(watermill.LogFields{"failures": attempt + 1}))

@@ -154,7 +154,7 @@ func TestKeyQueueStaysSmall(t *testing.T) {
 			q = w.queues["hot"]
 		}
 		if len(q.items)-q.head != 1 || cap(q.items) > 64 {
-			t.Errorf("%s: after 100,000 messages the queue holds %d with an array of %d; want 1 in a small array",
+			t.Errorf("ordering %d: after 100,000 messages the queue holds %d with an array of %d; want 1 in a small array",
 				ordering, len(q.items)-q.head, cap(q.items))
 		}
 	}
