@@ -839,6 +839,8 @@ type grpOp struct {
 	in      lease.Lease
 	out     lease.Lease
 	list    []lease.Lease
+	members []lease.Member // what a member read returned
+	member  lease.Member   // what a Join or Heartbeat returned
 	err     error
 	reached bool // the call got to the shared store (it was not cut off)
 }
@@ -985,23 +987,64 @@ func (s *grpStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *grpStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
-	var m lease.Member
-	_, err := s.call(ctx, lease.OpHeartbeat, lease.Lease{}, func() (lease.Lease, error) {
-		var err error
-		m, err = s.inner.Heartbeat(ctx, group, stream, worker, changes)
-		return lease.Lease{}, err
+func (s *grpStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.member(ctx, lease.OpJoin, m, s.inner.Join)
+}
+
+func (s *grpStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.member(ctx, lease.OpHeartbeat, m, s.inner.Heartbeat)
+}
+
+// member runs a Join or a Heartbeat as any other call, and records the member it returned.
+func (s *grpStore) member(ctx context.Context, op string, m lease.Member,
+	call func(context.Context, lease.Member) (lease.Member, error),
+) (lease.Member, error) {
+	rec := grpOp{op: op, at: s.w.clk.Now()}
+	if err := s.enter(ctx); err != nil {
+		rec.err = err
+		s.log(rec)
+		return lease.Member{}, err
+	}
+	rec.reached = true
+	out, err := call(ctx, m)
+	rec.member, rec.err = out, err
+	s.log(rec)
+	return out, err
+}
+
+// heartbeatStop is lease.HeartbeatStop of this instance's heartbeats of incarnation that
+// succeeded before t: the stop point its heartbeats gave the readers whose lease carried it.
+func (s *grpStore) heartbeatStop(incarnation int64, t time.Time, stopAfter time.Duration) time.Time {
+	var beats []lease.Beat
+	for _, o := range s.opsOf("", "") {
+		if (o.op == lease.OpJoin || o.op == lease.OpHeartbeat) && o.err == nil && o.at.Before(t) && o.member.Incarnation == incarnation {
+			beats = append(beats, lease.Beat{Counter: o.member.Counter, Sent: o.at})
+		}
+	}
+	if len(beats) > lease.BeatsBehind+1 {
+		beats = beats[len(beats)-lease.BeatsBehind-1:]
+	}
+	return lease.HeartbeatStop(beats, stopAfter)
+}
+
+func (s *grpStore) FenceMember(ctx context.Context, observed lease.Member) error {
+	_, err := s.call(ctx, lease.OpFenceMember, lease.Lease{}, func() (lease.Lease, error) {
+		return lease.Lease{}, s.inner.FenceMember(ctx, observed)
 	})
-	return m, err
+	return err
 }
 
 func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
-	var ms []lease.Member
-	_, err := s.call(ctx, lease.OpMembers, lease.Lease{}, func() (lease.Lease, error) {
-		var err error
-		ms, err = s.inner.Members(ctx, group, stream)
-		return lease.Lease{}, err
-	})
+	rec := grpOp{op: lease.OpMembers, at: s.w.clk.Now()}
+	if err := s.enter(ctx); err != nil {
+		rec.err = err
+		s.log(rec)
+		return nil, err
+	}
+	rec.reached = true
+	ms, err := s.inner.Members(ctx, group, stream)
+	rec.members, rec.err = ms, err
+	s.log(rec)
 	return ms, err
 }
 
@@ -1060,4 +1103,31 @@ func (c *grpClient) ListShards(ctx context.Context, in *awskinesis.ListShardsInp
 		return nil, c.down()
 	}
 	return c.KinesisAPI.ListShards(ctx, in, opts...)
+}
+
+// beatSeen is when this instance's member reads first showed the owner of l (as it was when
+// taken) at a heartbeat counter of l's incarnation of at least lease.BeatSince of the last
+// counter they showed of it: where a take by the owner's heartbeats counts from. Zero if
+// they never showed that incarnation.
+func (i *grpWorker) beatSeen(l lease.Lease) time.Time {
+	var last int64
+	type read struct {
+		at      time.Time
+		counter int64
+	}
+	var reads []read
+	for _, o := range i.store.opsOf(lease.OpMembers, "") {
+		for _, m := range o.members {
+			if m.Worker == l.Owner && m.Incarnation == l.Incarnation && m.Incarnation != 0 && o.err == nil {
+				reads = append(reads, read{o.at, m.Counter})
+				last = max(last, m.Counter)
+			}
+		}
+	}
+	for _, r := range reads {
+		if r.counter >= lease.BeatSince(last) {
+			return r.at
+		}
+	}
+	return time.Time{}
 }

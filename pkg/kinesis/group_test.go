@@ -463,7 +463,8 @@ func groupCrash(t *testing.T, after time.Duration) {
 				observed, at = o.in, o.at
 			}
 		}
-		// When w2 first saw the counter value it took the lease at.
+		// When w2 first saw the counter value it took the lease at, and when it first saw w1's
+		// heartbeat at lease.BeatSince of its last counter: the two clocks a take may go by.
 		var seen time.Time
 		for _, o := range w2.store.opsOf(lease.OpList, "") {
 			for _, l := range o.list {
@@ -472,23 +473,27 @@ func groupCrash(t *testing.T, after time.Duration) {
 				}
 			}
 		}
-		t.Logf("%s: w1's last write at crash%s; w2 first saw that counter at crash%s and took the lease at crash%s, %s after it saw the counter",
-			s, grpSigned(lastChange[s].Sub(cutAt)), grpSigned(seen.Sub(cutAt)), grpSigned(at.Sub(cutAt)), at.Sub(seen))
-		if at.Sub(seen) < grpLeaseDuration || at.Sub(lastChange[s]) < grpLeaseDuration {
-			t.Errorf("%s taken %s after w2 saw its counter move and %s after the last write, before LeaseDuration (%s)",
-				s, at.Sub(seen), at.Sub(lastChange[s]), grpLeaseDuration)
+		beatSeen := w2.beatSeen(observed)
+		t.Logf("%s: w1's last write at crash%s (incarnation %d); w2 first saw that counter at crash%s, w1's heartbeat at its last counter less %d at crash%s, and took the lease at crash%s",
+			s, grpSigned(lastChange[s].Sub(cutAt)), observed.Incarnation, grpSigned(seen.Sub(cutAt)), lease.BeatsBehind, grpSigned(beatSeen.Sub(cutAt)), grpSigned(at.Sub(cutAt)))
+		// The safety rule: LeaseDuration after the lease's counter, or after the heartbeat
+		// that vouched for it, was first seen.
+		byCounter := !seen.IsZero() && at.Sub(seen) >= grpLeaseDuration
+		byBeat := observed.Incarnation != 0 && !beatSeen.IsZero() && at.Sub(beatSeen) >= grpLeaseDuration
+		if !byCounter && !byBeat {
+			t.Errorf("%s taken %s after w2 saw its counter and %s after it saw w1's heartbeat %d behind its last, before LeaseDuration (%s)",
+				s, at.Sub(seen), at.Sub(beatSeen), lease.BeatsBehind, grpLeaseDuration)
 		}
 		if lost := w1.eventsOf("lost", s); len(lost) != 1 {
 			t.Errorf("w1's OnLost for %s: %+v, want once", s, lost)
 		}
 	}
-	// The goal: LeaseDuration + 2 lease syncs. w2 does not list the leases at every sync; it
-	// lists them at the first member read that shows w1 missed a heartbeat (up to two syncs
-	// after the crash), and the leases expire LeaseDuration after that listing first showed
-	// their last counters.
+	// The goal: LeaseDuration + 1 s. w1's leases carry its incarnation, so they expire
+	// LeaseDuration after w2 first saw w1's heartbeat lease.BeatsBehind below its last, which
+	// w2 reads at every lease sync; w1 stops delivering by those heartbeats too.
 	failover := firstDelivery.Sub(cutAt)
-	goal := grpLeaseDuration + 2*grpSyncInterval
-	t.Logf("crash failover: from the crash to w2's first delivery of w1's shards: %s (goal: LeaseDuration + 2 LeaseSyncIntervals = %s)",
+	goal := grpLeaseDuration + time.Second
+	t.Logf("crash failover: from the crash to w2's first delivery of w1's shards: %s (goal: LeaseDuration + 1 s = %s)",
 		failover, goal)
 	if failover > goal {
 		t.Errorf("failover took %s, goal %s", failover, goal)

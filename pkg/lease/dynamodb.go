@@ -47,6 +47,8 @@ const (
 	attrCheckpoint   = "checkpoint"
 	attrParents      = "parents"
 	attrPendingOwner = "pending_owner"
+	attrIncarnation  = "incarnation" // leases: Lease.Incarnation (absent: 0); members: Member.Incarnation
+	attrFenced       = "fenced"      // member records only: present (true) once fenced
 )
 
 // pkSeparator joins stream and group in the partition key. Kinesis stream names consist of

@@ -46,6 +46,9 @@ func leaseToItem(l Lease) map[string]types.AttributeValue {
 	if l.PendingOwner != "" {
 		item[attrPendingOwner] = &types.AttributeValueMemberS{Value: l.PendingOwner}
 	}
+	if l.Incarnation != 0 {
+		item[attrIncarnation] = numberValue(l.Incarnation)
+	}
 	return item
 }
 
@@ -117,6 +120,9 @@ func parseLeaseItem(item map[string]types.AttributeValue, wantPK func(Key) strin
 	l.Counter = num(attrCounter)
 	l.Checkpoint = str(attrCheckpoint, false)
 	l.PendingOwner = str(attrPendingOwner, false)
+	if _, ok := item[attrIncarnation]; ok { // absent from leases no heartbeat vouches for
+		l.Incarnation = num(attrIncarnation)
+	}
 	if v, ok := item[attrParents]; ok {
 		lv, ok := v.(*types.AttributeValueMemberL)
 		if !ok || lv == nil {

@@ -186,7 +186,7 @@ func TestDynamoDBStoreMarksOldPartition(t *testing.T) {
 	if _, err := s.Renew(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Heartbeat(ctx, "g", "s", "worker-a", 0); err != nil {
+	if _, err := s.Join(ctx, lease.Member{Group: "g", Stream: "s", Worker: "worker-a", Incarnation: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := cc.count("Query") - queries; got != 0 {
@@ -222,7 +222,8 @@ func TestDynamoDBStoreRefusesOldLayout(t *testing.T) {
 
 	errs := calls(ctx, s, old)
 	errs[lease.OpDeleteFinished] = s.DeleteFinished(ctx, old)
-	_, errs[lease.OpHeartbeat] = s.Heartbeat(ctx, "g", "s", "worker-b", 0)
+	_, errs[lease.OpJoin] = s.Join(ctx, lease.Member{Group: "g", Stream: "s", Worker: "worker-b", Incarnation: 1})
+	_, errs[lease.OpHeartbeat] = s.Heartbeat(ctx, lease.Member{Group: "g", Stream: "s", Worker: "worker-b", Incarnation: 1})
 	for op, err := range errs {
 		if !errors.Is(err, lease.ErrOldLeaseLayout) {
 			t.Errorf("%s: %v, want ErrOldLeaseLayout", op, err)
@@ -510,7 +511,7 @@ func TestDynamoDBStoreMembersOfThisLayout(t *testing.T) {
 	c := dynamoClient(t)
 	s, table := newTableStore(t, c, c, "oldmember")
 	ctx := t.Context()
-	if _, err := s.Heartbeat(ctx, "g", "s", "worker-new", 0); err != nil {
+	if _, err := s.Join(ctx, lease.Member{Group: "g", Stream: "s", Worker: "worker-new", Incarnation: 1}); err != nil {
 		t.Fatal(err)
 	}
 	putItem(t, c, table, map[string]types.AttributeValue{
@@ -544,7 +545,7 @@ func TestDynamoDBStoreItemSizes(t *testing.T) {
 	if l, err = s.RequestHandoff(ctx, l, "worker-b"); err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.Heartbeat(ctx, "billing", "orders", "worker-a", 0)
+	m, err := s.Join(ctx, lease.Member{Group: "billing", Stream: "orders", Worker: "worker-a", Incarnation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,10 +73,11 @@ func TestDynamoDBItemSize(t *testing.T) {
 		t.Fatalf("DynamoDBItemSize = %d, want %d", got, want)
 	}
 
-	m := Member{Group: "billing", Stream: "orders", Worker: "worker-a", Counter: 5}
+	m := Member{Group: "billing", Stream: "orders", Worker: "worker-a", Counter: 5, Incarnation: 7301029384756473829}
 	wantMember := len("pk") + len("#orders|billing") + len("shard_id") + len("worker-a") +
 		len("group") + len("billing") + len("stream") + len("orders") + len("counter") + 2 +
-		len("layout") + len("buckets-16") + len("changes") + 2 // 0: (1+1)/2+1
+		len("layout") + len("buckets-16") + len("changes") + 2 + // 0: (1+1)/2+1
+		len("incarnation") + 11 // 19 digits: (19+1)/2+1
 	if got := DynamoDBMemberItemSize(m); got != wantMember {
 		t.Fatalf("DynamoDBMemberItemSize = %d, want %d", got, wantMember)
 	}

@@ -28,16 +28,21 @@ func memberPartitionKey(group, stream string) string {
 	return memberPKPrefix + partitionKey(group, stream)
 }
 
-// memberToItem is the member record of m as Heartbeat leaves it: the key, the group, the
-// stream, the counter and the layout. Heartbeat writes it with an update expression;
-// TestDynamoDBStoreItemSizes checks that what it stores is this item.
+// memberToItem is the member record of m as Join writes it and Heartbeat keeps it: the key,
+// the group, the stream, the counter, the changes, the incarnation, the layout, and the fenced
+// mark once FenceMember set it. TestDynamoDBStoreItemSizes checks that what Heartbeat stores
+// is this item.
 func memberToItem(m Member) map[string]types.AttributeValue {
 	item := memberKeyItem(m)
 	item[attrGroup] = &types.AttributeValueMemberS{Value: m.Group}
 	item[attrStream] = &types.AttributeValueMemberS{Value: m.Stream}
 	item[attrCounter] = numberValue(m.Counter)
 	item[attrChanges] = numberValue(m.Changes)
+	item[attrIncarnation] = numberValue(m.Incarnation)
 	item[attrLayout] = &types.AttributeValueMemberS{Value: layoutName}
+	if m.Fenced {
+		item[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return item
 }
 
@@ -56,12 +61,28 @@ func (s *DynamoDBStore) beforeMember(ctx context.Context, op string, m Member) e
 	return s.before(ctx, op, m.Key(), true)
 }
 
-// Heartbeat implements Store: one UpdateItem that adds 1 to the member's counter (creating
-// the record with counter 1) and marks the record as one of this layout. Like a lease write it
-// is refused while the group has leases in the old layout (ErrOldLeaseLayout): a worker that
-// cannot take a lease must not be counted for the shares, by this version or an earlier one.
-func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error) {
-	m := Member{Group: group, Stream: stream, Worker: worker, Changes: changes}
+// Join implements Store: one PutItem of a fresh record (counter 1), replacing any record of the
+// worker. Like a lease write it is refused while the group has leases in the old layout
+// (ErrOldLeaseLayout): a worker that cannot take a lease must not be counted for the shares, by
+// this version or an earlier one.
+func (s *DynamoDBStore) Join(ctx context.Context, m Member) (Member, error) {
+	if err := s.beforeMember(ctx, OpJoin, m); err != nil {
+		return Member{}, err
+	}
+	if err := s.writable(ctx, OpJoin, m.Key()); err != nil {
+		return Member{}, err
+	}
+	m.Counter, m.Fenced = 1, false
+	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: memberToItem(m)}); err != nil {
+		return Member{}, s.callErr(OpJoin, m.Key(), err)
+	}
+	return m, nil
+}
+
+// Heartbeat implements Store: one UpdateItem that adds 1 to the member's counter and sets its
+// changes, conditioned on the incarnation and on the record not being fenced. It is refused
+// while the group has leases in the old layout, as Join is.
+func (s *DynamoDBStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}
@@ -69,32 +90,73 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, group, stream, worker str
 		return Member{}, err
 	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.table),
-		Key:              memberKeyItem(m),
-		UpdateExpression: aws.String("SET #g = :g, #s = :s, #l = :l, #ch = :ch ADD #c :one"),
+		TableName:           aws.String(s.table),
+		Key:                 memberKeyItem(m),
+		UpdateExpression:    aws.String("SET #ch = :ch ADD #c :one"),
+		ConditionExpression: aws.String("#inc = :inc AND attribute_not_exists(#f)"),
 		ExpressionAttributeNames: map[string]string{
-			"#g": attrGroup, "#s": attrStream, "#c": attrCounter, "#l": attrLayout, "#ch": attrChanges,
+			"#c": attrCounter, "#ch": attrChanges, "#inc": attrIncarnation, "#f": attrFenced,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":g": &types.AttributeValueMemberS{Value: group}, ":s": &types.AttributeValueMemberS{Value: stream},
-			":l": &types.AttributeValueMemberS{Value: layoutName}, ":one": numberValue(1), ":ch": numberValue(changes),
+			":one": numberValue(1), ":ch": numberValue(m.Changes), ":inc": numberValue(m.Incarnation),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
-	if err != nil {
+	switch {
+	case isConditionFailed(err):
+		return Member{}, &ConditionError{Op: OpHeartbeat, Key: m.Key(), Err: ErrMemberFenced}
+	case err != nil:
 		return Member{}, s.callErr(OpHeartbeat, m.Key(), err)
-	}
-	if out == nil {
+	case out == nil:
 		return Member{}, s.callErr(OpHeartbeat, m.Key(), errors.New("UpdateItem returned no answer"))
 	}
 	got, err := memberFromItem(out.Attributes)
-	if err == nil && got != (Member{Group: group, Stream: stream, Worker: worker, Counter: got.Counter, Changes: changes}) {
+	if err == nil && got != (Member{Group: m.Group, Stream: m.Stream, Worker: m.Worker, Counter: got.Counter, Changes: m.Changes, Incarnation: m.Incarnation}) {
 		err = fmt.Errorf("the written item is the member record of %s", got.Key())
 	}
 	if err != nil {
 		return Member{}, s.malformedErr(OpHeartbeat, m.Key(), err)
 	}
 	return got, nil
+}
+
+// FenceMember implements Store: one UpdateItem that marks the record fenced, conditioned on
+// the observed incarnation and counter. When the condition fails, a strongly consistent
+// GetItem tells a record that is gone (nil: that incarnation cannot heartbeat again either)
+// from one that moved on.
+func (s *DynamoDBStore) FenceMember(ctx context.Context, observed Member) error {
+	if err := s.beforeMember(ctx, OpFenceMember, observed); err != nil {
+		return err
+	}
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      memberKeyItem(observed),
+		UpdateExpression:         aws.String("SET #f = :true"),
+		ConditionExpression:      aws.String("#inc = :inc AND #c = :c"),
+		ExpressionAttributeNames: map[string]string{"#f": attrFenced, "#inc": attrIncarnation, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":true": &types.AttributeValueMemberBOOL{Value: true},
+			":inc":  numberValue(observed.Incarnation), ":c": numberValue(observed.Counter),
+		},
+	})
+	switch {
+	case isConditionFailed(err):
+	case err != nil:
+		return s.callErr(OpFenceMember, observed.Key(), err)
+	default:
+		return nil
+	}
+	got, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: memberKeyItem(observed), ConsistentRead: aws.Bool(true),
+	})
+	switch {
+	case err != nil:
+		return &ConditionError{Op: OpFenceMember, Key: observed.Key(),
+			Err: fmt.Errorf("%w (reading it back from DynamoDB table %q failed: %v)", ErrMemberChanged, s.table, err)}
+	case got == nil || len(got.Item) == 0:
+		return nil
+	}
+	return &ConditionError{Op: OpFenceMember, Key: observed.Key(), Err: ErrMemberChanged}
 }
 
 // Members implements Store: a strongly consistent Query of the group's member partition. The
@@ -213,6 +275,21 @@ func memberFromItem(item map[string]types.AttributeValue) (Member, error) {
 		}
 	} else if _, present := item[attrChanges]; present {
 		errs = append(errs, fmt.Errorf("attribute %q is not a number (N)", attrChanges))
+	}
+	// incarnation is absent from the records of earlier versions: 0, which no lease names.
+	if nv, ok := item[attrIncarnation].(*types.AttributeValueMemberN); ok && nv != nil {
+		if n, err := strconv.ParseInt(nv.Value, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrIncarnation, nv.Value, err))
+		} else {
+			m.Incarnation = n
+		}
+	} else if _, present := item[attrIncarnation]; present {
+		errs = append(errs, fmt.Errorf("attribute %q is not a number (N)", attrIncarnation))
+	}
+	if bv, ok := item[attrFenced].(*types.AttributeValueMemberBOOL); ok && bv != nil {
+		m.Fenced = bv.Value
+	} else if _, present := item[attrFenced]; present {
+		errs = append(errs, fmt.Errorf("attribute %q is not a boolean (BOOL)", attrFenced))
 	}
 	if pk != "" && m.Group != "" && m.Stream != "" && pk != memberPartitionKey(m.Group, m.Stream) {
 		errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q and group %q", attrPK, pk, m.Stream, m.Group))

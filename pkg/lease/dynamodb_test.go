@@ -824,7 +824,7 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	if ls, err := s.List(ctx, group, stream); err != nil || len(ls) != 1 || ls[0].Owner != worker {
 		t.Fatalf("List = %d leases, %v; want the one taken", len(ls), err)
 	}
-	if _, err := s.Heartbeat(ctx, group, stream, worker, 0); err != nil {
+	if _, err := s.Join(ctx, lease.Member{Group: group, Stream: stream, Worker: worker, Incarnation: 1}); err != nil {
 		t.Fatalf("Heartbeat with a %d-byte group and a %d-byte worker: %v", len(group), len(worker), err)
 	}
 	if ms, err := s.Members(ctx, group, stream); err != nil || len(ms) != 1 || ms[0].Worker != worker {
@@ -833,7 +833,7 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	if _, err := s.Create(ctx, lease.Lease{Group: group + "g", Stream: stream, ShardID: "shardId-000000000000"}); err == nil {
 		t.Fatalf("Create with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
 	}
-	if _, err := s.Heartbeat(ctx, "g", stream, strings.Repeat("w", 1025), 0); err == nil {
+	if _, err := s.Join(ctx, lease.Member{Group: "g", Stream: stream, Worker: strings.Repeat("w", 1025), Incarnation: 1}); err == nil {
 		t.Fatal("Heartbeat with a 1025-byte worker succeeded; DynamoDB's sort key limit is 1024 bytes")
 	}
 	// A stream name cannot start with '#': its leases would share the member partition of

@@ -126,3 +126,54 @@ func (t *Tracker) NextExpiryOf(watch func(owner string) bool, now time.Time, lea
 	}
 	return next, found
 }
+
+// BeatsBehind is how many heartbeats behind its last one an owner's heartbeats stop vouching
+// for its leases: the owner counts from the heartbeat BeatsBehind before its last that
+// succeeded (HeartbeatStop), and the others from when they first saw that counter
+// (HeartbeatSince). It is part of the lease table's protocol: every worker of a group must
+// use the same value.
+//
+// Why not 0: the others read the members once per lease sync, so they first see a heartbeat
+// up to a lease sync after it landed. Counting from a heartbeat BeatsBehind earlier, which
+// they saw that much sooner, takes the read's delay out of a crash's failover when a lease
+// sync is at most BeatsBehind heartbeat intervals (it is two at the defaults: LeaseSyncInterval
+// is two heartbeat intervals). It costs the owner BeatsBehind heartbeat intervals of its own
+// margin: it stops that much sooner when its heartbeats fail, unless it renews first (which
+// then leaves its heartbeats out, Lease.Incarnation 0).
+const BeatsBehind = 2
+
+// BeatSince is the counter from which the heartbeats of a member whose last counter is last
+// count: BeatsBehind below it, but at least 1, the counter of the Join.
+func BeatSince(last int64) int64 { return max(last-BeatsBehind, 1) }
+
+// Beat is a heartbeat (or the Join) of the current incarnation that succeeded: the counter it
+// left and when it was sent, on the owner's clock.
+type Beat struct {
+	Counter int64
+	Sent    time.Time
+}
+
+// HeartbeatStop is when an owner whose heartbeats succeeded as beats says (oldest first, of one
+// incarnation, the last BeatsBehind+1 at least) must stop delivering the shards whose leases
+// rely on them (Lease.Incarnation), unless another heartbeat succeeds first: stopAfter after
+// sending the last heartbeat whose counter is at most BeatSince of the last counter. The
+// others wait LeaseDuration (more than stopAfter) from when they first saw a counter at least
+// that high, which came later than the sending of that heartbeat, so the owner has stopped
+// by the time they may take over. The zero time when beats do not reach back to that
+// heartbeat (or are empty): then the heartbeats vouch for nothing.
+func HeartbeatStop(beats []Beat, stopAfter time.Duration) time.Time {
+	if len(beats) == 0 {
+		return time.Time{}
+	}
+	from := BeatSince(beats[len(beats)-1].Counter)
+	var ref time.Time
+	for _, b := range beats {
+		if b.Counter <= from {
+			ref = b.Sent
+		}
+	}
+	if ref.IsZero() {
+		return time.Time{}
+	}
+	return ref.Add(stopAfter)
+}

@@ -27,6 +27,14 @@ type Member struct {
 	// reader of it paused),
 	// written with each heartbeat as given: a worker that sees it move lists the leases.
 	Changes int64
+	// Incarnation names one run of the worker: a random non-zero number it chooses when it
+	// joins, and again whenever it finds its record fenced or gone. Leases carry it
+	// (Lease.Incarnation) when their owner's heartbeats vouch for them.
+	Incarnation int64
+	// Fenced: another worker found the member's heartbeat still for a lease duration and
+	// fenced the record (FenceMember) before taking leases that rely on it. No heartbeat of
+	// this incarnation succeeds any more.
+	Fenced bool
 }
 
 // Key is the member's record key: Key.ShardID carries the worker name.
@@ -35,14 +43,20 @@ func (m Member) Key() Key { return Key{Group: m.Group, Stream: m.Stream, ShardID
 // Operation names of the member calls, as passed to a fault hook and carried by
 // ConditionError.Op (Key.ShardID then names the worker).
 const (
+	OpJoin         = "join"
 	OpHeartbeat    = "heartbeat"
 	OpMembers      = "members"
 	OpRemoveMember = "remove-member"
+	OpFenceMember  = "fence-member"
 )
 
 // ErrMemberChanged is returned by RemoveMember when the member's counter moved since the
 // caller observed it: the member is alive after all (or came back), so its record stays.
 var ErrMemberChanged = errors.New("member heartbeat moved since it was observed")
+
+// ErrMemberFenced is returned by Heartbeat when the member record is fenced, gone or of
+// another incarnation: this incarnation of the worker is over, and it joins again as a new one.
+var ErrMemberFenced = errors.New("member record fenced or replaced")
 
 // validateMember rejects a member key with an empty part, as validateKey does for leases.
 func validateMember(op string, m Member) error {
@@ -54,6 +68,9 @@ func validateMember(op string, m Member) error {
 		return fmt.Errorf("lease %s of worker %q: %w: the stream name is empty", op, m.Worker, errInvalidKey)
 	case k.ShardID == "":
 		return fmt.Errorf("lease %s of group %q stream %q: %w: the worker is empty", op, m.Group, m.Stream, errInvalidKey)
+	case m.Incarnation == 0 && (op == OpJoin || op == OpHeartbeat || op == OpFenceMember):
+		return fmt.Errorf("lease %s of worker %q of group %q stream %q: the incarnation is empty (0; a member chooses a random non-zero one when it joins)",
+			op, m.Worker, m.Group, m.Stream)
 	}
 	return nil
 }
@@ -63,15 +80,25 @@ func validateMember(op string, m Member) error {
 //
 // It is not safe for concurrent use: the coordinator goroutine that reads the members owns it.
 type MemberTracker struct {
-	obs     map[string]Observation // by worker; Owner is the worker, Counter the heartbeat counter
-	changes map[string]int64       // by worker: Changes as last read
-	moved   map[string]bool        // workers whose counter this tracker has seen change, or that appeared
-	reads   int                    // reads observed
+	// obs is by worker: Owner is the worker, Generation the incarnation, Counter the heartbeat
+	// counter, so that a worker that joins again starts a fresh clock.
+	obs   map[string]Observation
+	last  map[string]Member     // by worker: the record as last read
+	beats map[string][]beatSeen // by worker: the counters of its incarnation, when first seen
+	moved map[string]bool       // workers whose counter this tracker has seen change, or that appeared
+	reads int                   // reads observed
+}
+
+// beatSeen is a heartbeat counter of one incarnation and when this tracker first saw it.
+type beatSeen struct {
+	counter int64
+	since   time.Time
 }
 
 // NewMemberTracker returns a MemberTracker that has observed nothing.
 func NewMemberTracker() *MemberTracker {
-	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool), changes: make(map[string]int64)}
+	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool),
+		last: make(map[string]Member), beats: make(map[string][]beatSeen)}
 }
 
 // Observe records a full read of the members (a Members result) made at now. Members missing
@@ -82,10 +109,11 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		seen[m.Worker] = struct{}{}
-		t.changes[m.Worker] = m.Changes
+		t.observeBeat(m, now)
+		t.last[m.Worker] = m
 		prev, known := t.obs[m.Worker]
-		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Counter: m.Counter}, now)
-		if known && prev.Counter != m.Counter || !known && t.reads > 0 {
+		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Generation: m.Incarnation, Counter: m.Counter}, now)
+		if known && (prev.Counter != m.Counter || prev.Generation != m.Incarnation) || !known && t.reads > 0 {
 			t.moved[m.Worker] = true
 		}
 	}
@@ -94,7 +122,8 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 		if _, ok := seen[w]; !ok {
 			delete(t.obs, w)
 			delete(t.moved, w)
-			delete(t.changes, w)
+			delete(t.last, w)
+			delete(t.beats, w)
 		}
 	}
 }
@@ -141,13 +170,54 @@ func (t *MemberTracker) Quiet(worker string, now time.Time, d time.Duration) boo
 	return ok && Expired(o, now, d)
 }
 
-// Observed returns the members of the last read, each with the counter and changes last read,
-// sorted by worker (Group and Stream are not set).
+// Observed returns the members of the last read, each with the counter, changes, incarnation
+// and fenced mark last read, sorted by worker (Group and Stream are not set).
 func (t *MemberTracker) Observed() []Member {
 	out := make([]Member, 0, len(t.obs))
 	for w, o := range t.obs {
-		out = append(out, Member{Worker: w, Counter: o.Counter, Changes: t.changes[w]})
+		m := t.last[w]
+		out = append(out, Member{Worker: w, Counter: o.Counter, Changes: m.Changes, Incarnation: m.Incarnation, Fenced: m.Fenced})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
 	return out
+}
+
+// observeBeat records m's counter among the counters of its incarnation, with when it was
+// first seen; a new incarnation starts afresh. Only the last BeatsBehind+1 counters are kept:
+// HeartbeatSince needs no older one, and for a counter it no longer has it answers with a
+// later time, which only waits longer.
+func (t *MemberTracker) observeBeat(m Member, now time.Time) {
+	beats := t.beats[m.Worker]
+	if prev, ok := t.last[m.Worker]; !ok || prev.Incarnation != m.Incarnation || m.Incarnation == 0 {
+		beats = beats[:0]
+	}
+	if n := len(beats); n > 0 && beats[n-1].counter >= m.Counter {
+		return // seen already (a counter never goes back within one incarnation)
+	}
+	beats = append(beats, beatSeen{counter: m.Counter, since: now})
+	if len(beats) > BeatsBehind+1 {
+		beats = append(beats[:0], beats[len(beats)-BeatsBehind-1:]...)
+	}
+	t.beats[m.Worker] = beats
+}
+
+// HeartbeatSince is when the leases that worker's incarnation vouches for (Lease.Incarnation)
+// stopped being kept alive by its heartbeats, as this tracker can tell: when it first saw a
+// counter of that incarnation at most BeatsBehind below the last one read (lease.BeatSince).
+// An owner stops delivering by HeartbeatStop of its heartbeats, which is at most
+// stopAfter after that, once no heartbeat of it succeeds after the last one read; FenceMember
+// makes sure none does. ok is false when the last read did not show that incarnation of
+// worker: the record is gone or of another run, and only the lease's own counter counts.
+// member is the record as last read, for FenceMember.
+func (t *MemberTracker) HeartbeatSince(worker string, incarnation int64) (since time.Time, member Member, ok bool) {
+	m, known := t.last[worker]
+	if !known || incarnation == 0 || m.Incarnation != incarnation {
+		return time.Time{}, Member{}, false
+	}
+	for _, b := range t.beats[worker] {
+		if b.counter >= BeatSince(m.Counter) {
+			return b.since, m, true
+		}
+	}
+	return time.Time{}, Member{}, false // never: the last counter read is among the beats
 }

@@ -104,6 +104,7 @@ func (s *MemoryStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	stored := l.Clone()
 	stored.Generation = 0
 	stored.Counter = 1
+	stored.Incarnation = 0
 	shards[key.ShardID] = stored
 	return stored.Clone(), nil
 }
@@ -144,6 +145,7 @@ func (s *MemoryStore) Take(ctx context.Context, observed Lease, owner string) (L
 		cur.Owner = owner
 		cur.Generation++
 		cur.PendingOwner = ""
+		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -158,6 +160,7 @@ func (s *MemoryStore) Renew(ctx context.Context, held Lease) (Lease, error) {
 		if !holds(cur, held) {
 			return Lease{}, ErrLeaseLost
 		}
+		cur.Incarnation = held.Incarnation
 		return cur, nil
 	})
 }
@@ -178,6 +181,7 @@ func (s *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 			return Lease{}, ErrLeaseLost
 		}
 		cur.Checkpoint = checkpoint
+		cur.Incarnation = held.Incarnation
 		return cur, nil
 	})
 }
@@ -195,6 +199,7 @@ func (s *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 		cur.Owner = ""
 		cur.Generation++
 		cur.PendingOwner = ""
+		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -238,6 +243,7 @@ func (s *MemoryStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
 		cur.Owner = cur.PendingOwner
 		cur.Generation++
 		cur.PendingOwner = ""
+		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -262,21 +268,58 @@ func (s *MemoryStore) DeleteFinished(ctx context.Context, observed Lease) error 
 	return nil
 }
 
+// Join implements Store.
+func (s *MemoryStore) Join(ctx context.Context, m Member) (Member, error) {
+	if err := s.beforeMember(ctx, OpJoin, m); err != nil {
+		return Member{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sk := streamKey{m.Group, m.Stream}
+	if s.members[sk] == nil {
+		s.members[sk] = make(map[string]Member)
+	}
+	m.Counter, m.Fenced = 1, false
+	s.members[sk][m.Worker] = m
+	return m, nil
+}
+
 // Heartbeat implements Store.
-func (s *MemoryStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error) {
-	m := Member{Group: group, Stream: stream, Worker: worker, Changes: changes}
+func (s *MemoryStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sk := streamKey{group, stream}
-	if s.members[sk] == nil {
-		s.members[sk] = make(map[string]Member)
+	members := s.members[streamKey{m.Group, m.Stream}]
+	cur, ok := members[m.Worker]
+	if !ok || cur.Incarnation != m.Incarnation || cur.Fenced {
+		return Member{}, &ConditionError{Op: OpHeartbeat, Key: m.Key(), Err: ErrMemberFenced}
 	}
-	m.Counter = s.members[sk][worker].Counter + 1
-	s.members[sk][worker] = m
-	return m, nil
+	cur.Counter++
+	cur.Changes = m.Changes
+	members[m.Worker] = cur
+	return cur, nil
+}
+
+// FenceMember implements Store.
+func (s *MemoryStore) FenceMember(ctx context.Context, observed Member) error {
+	if err := s.beforeMember(ctx, OpFenceMember, observed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	members := s.members[streamKey{observed.Group, observed.Stream}]
+	cur, ok := members[observed.Worker]
+	switch {
+	case !ok:
+		return nil
+	case cur.Incarnation != observed.Incarnation || cur.Counter != observed.Counter:
+		return &ConditionError{Op: OpFenceMember, Key: observed.Key(), Err: ErrMemberChanged}
+	}
+	cur.Fenced = true
+	members[observed.Worker] = cur
+	return nil
 }
 
 // Members implements Store.

@@ -47,6 +47,14 @@ type Lease struct {
 	// PendingOwner is a worker that asked for this lease to be handed over to it ("" if none);
 	// see RequestHandoff.
 	PendingOwner string
+	// Incarnation is the incarnation of Owner's member record (Member.Incarnation) on whose
+	// heartbeats the owner's last write of this lease also relies, or 0 when it relies on
+	// the lease's own Counter alone. An owner that writes a non-zero Incarnation promises to
+	// stop delivering once its heartbeats stop, as HeartbeatStop says, so that another worker
+	// may time the lease from the owner's heartbeats (HeartbeatSince) rather than only from
+	// its next listing. Renew and Checkpoint store held's Incarnation, RequestHandoff keeps
+	// it, and every other write (Create, Take, Release, Handoff) stores 0.
+	Incarnation int64
 }
 
 // Key identifies a lease.
@@ -177,11 +185,22 @@ type Store interface {
 	// not at ShardEnd; a lease already gone is not an error.
 	DeleteFinished(ctx context.Context, observed Lease) error
 
-	// Heartbeat records that worker is a member of the group on the stream (see Member): it
-	// creates the member's record with Counter 1, or increments its Counter, sets its Changes
-	// to changes, and returns the record as stored. It is not conditional: a worker's
-	// heartbeat is its own.
-	Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (Member, error)
+	// Join writes m's member record afresh: Counter 1, m's Changes and Incarnation (which
+	// must not be 0), not fenced. It replaces any record of the worker, which fences an
+	// earlier incarnation of it for good (its heartbeats then fail).
+	Join(ctx context.Context, m Member) (Member, error)
+
+	// Heartbeat increments the Counter of m's member record and sets its Changes to m's,
+	// provided the record is of m's Incarnation and not fenced, and returns the record as
+	// stored. Returns ErrMemberFenced otherwise (also when the record is gone): that
+	// incarnation can never heartbeat again, and the worker Joins as a new one.
+	Heartbeat(ctx context.Context, m Member) (Member, error)
+
+	// FenceMember marks the member record fenced, provided its Incarnation and Counter are
+	// still observed's, so that no heartbeat of that incarnation succeeds after it (see
+	// HeartbeatSince). A record already fenced at the same incarnation and counter, or gone,
+	// is not an error. Returns ErrMemberChanged if the record moved on (the member is alive).
+	FenceMember(ctx context.Context, observed Member) error
 
 	// Members returns every member record of the group on the stream, ordered by worker.
 	Members(ctx context.Context, group, stream string) ([]Member, error)

@@ -91,6 +91,10 @@ type phaseResult struct {
 	timeline  []string      // the spread at every lease sync after the change, until even
 	peak      peak          // the busiest second of the window, per partition key
 	dup, lost int
+	// crash only: from the crash until every shard the crashed instances held was acquired by
+	// a live instance; victims, and those never acquired again by the end of the phase.
+	failover                time.Duration
+	victims, victimsWaiting int
 }
 
 // sizeResult is everything one size found.
@@ -248,6 +252,9 @@ func runBubble(rc runConfig) (*sizeResult, error) {
 		}
 		pr.cost = between(before, w.meter.snapshot())
 		pr.live = len(w.live())
+		if phaseNames[i] == "crash" {
+			pr.failover, pr.victims, pr.victimsWaiting = w.failover()
+		}
 		quietFrom, quietBefore := time.Now(), w.meter.snapshot()
 		quietPeaks, steadyPeak := &peakTracker{last: quietBefore}, peak{}
 		for time.Since(quietFrom) < rc.quiet {

@@ -228,17 +228,38 @@ func (s *countingStore) DeleteFinished(ctx context.Context, observed lease.Lease
 	return err
 }
 
-func (s *countingStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
+func (s *countingStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.beat(ctx, lease.OpJoin, m, s.s.Join)
+}
+
+func (s *countingStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.beat(ctx, lease.OpHeartbeat, m, s.s.Heartbeat)
+}
+
+// beat runs a Join or a Heartbeat and counts it as a write of the member record.
+func (s *countingStore) beat(ctx context.Context, op string, m lease.Member,
+	call func(context.Context, lease.Member) (lease.Member, error),
+) (lease.Member, error) {
 	if err := s.g.enter(ctx); err != nil {
 		return lease.Member{}, err
 	}
-	out, err := s.s.Heartbeat(ctx, group, stream, worker, changes)
-	m := out
+	out, err := call(ctx, m)
+	written := out
 	if err != nil {
-		m = lease.Member{Group: group, Stream: stream, Worker: worker, Counter: 1}
+		written = m
+		written.Counter = 1
 	}
-	s.m.write(s.who, lease.OpHeartbeat, err, memberWrite(m))
+	s.m.write(s.who, op, err, memberWrite(written))
 	return out, err
+}
+
+func (s *countingStore) FenceMember(ctx context.Context, observed lease.Member) error {
+	if err := s.g.enter(ctx); err != nil {
+		return err
+	}
+	err := s.s.FenceMember(ctx, observed)
+	s.m.write(s.who, lease.OpFenceMember, err, memberWrite(observed))
+	return err
 }
 
 func (s *countingStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {

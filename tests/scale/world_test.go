@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -63,8 +64,12 @@ type world struct {
 	published  int
 	holder     map[string]*instance // shard -> the instance between OnAcquired and OnRevoked/OnLost
 	violations []string             // two live instances reading one shard at once
-	problems   []string             // Subscribe failures, Close errors, publish failures
-	logs       map[logKey]*logCount
+	// crashAt is when crash ran; victims are the shards the crashed instances held then,
+	// each with when a live instance first acquired it after (zero until one did).
+	crashAt  time.Time
+	victims  map[string]time.Time
+	problems []string // Subscribe failures, Close errors, publish failures
+	logs     map[logKey]*logCount
 }
 
 // record is one published record and what became of it.
@@ -101,6 +106,7 @@ func newWorld(rc runConfig) (*world, error) {
 		pubDone: make(chan struct{}),
 		recs:    map[string]*record{},
 		holder:  map[string]*instance{},
+		victims: map[string]time.Time{},
 		logs:    map[logKey]*logCount{},
 	}
 	ctx := context.Background()
@@ -326,6 +332,9 @@ func (w *world) hook(in *instance, kind, shard string) {
 	defer w.mu.Unlock()
 	switch kind {
 	case "acquired":
+		if at, victim := w.victims[shard]; victim && at.IsZero() && in.state != stateCrashed {
+			w.victims[shard] = time.Now()
+		}
 		if h := w.holder[shard]; h != nil && h != in && h.state != stateCrashed {
 			w.violations = append(w.violations, fmt.Sprintf("%8.1fs  %s acquired %s while %s (%s) had not revoked or lost it",
 				w.since().Seconds(), in.name, shard, h.name, [...]string{"starting", "live", "closed", "crashed"}[h.state]))
@@ -405,7 +414,17 @@ func (w *world) leave(ins []*instance) *sync.WaitGroup {
 
 // crash stops the instances dead: from now on none of their calls reaches memlog or the lease
 // store (they hang at the gate), and their handlers read nothing more.
+//
+// It records the shards they held (failover measures how soon live instances read them).
 func (w *world) crash(ins []*instance) {
+	w.mu.Lock()
+	w.crashAt = time.Now()
+	for shard, h := range w.holder {
+		if slices.Contains(ins, h) {
+			w.victims[shard] = time.Time{}
+		}
+	}
+	w.mu.Unlock()
 	for _, in := range ins {
 		w.mu.Lock()
 		in.state = stateCrashed
@@ -413,6 +432,24 @@ func (w *world) crash(ins []*instance) {
 		in.gate.set(gateHang)
 		close(in.halt)
 	}
+}
+
+// failover is how long after the crash the last of the crashed instances' shards was acquired
+// by a live instance (its reader had its iterator and delivered from then on), and how many
+// of them are not read again yet.
+func (w *world) failover() (time.Duration, int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Duration
+	waiting := 0
+	for _, at := range w.victims {
+		if at.IsZero() {
+			waiting++
+			continue
+		}
+		last = max(last, at.Sub(w.crashAt))
+	}
+	return last, len(w.victims), waiting
 }
 
 // spread is one look at how the shards are spread over the live instances.

@@ -357,14 +357,28 @@ func (s *simStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *simStore) Heartbeat(ctx context.Context, group, stream, worker string, changes int64) (lease.Member, error) {
+func (s *simStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.member(ctx, m, s.s.Join)
+}
+
+func (s *simStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
+	return s.member(ctx, m, s.s.Heartbeat)
+}
+
+// member runs a Join or a Heartbeat as any other call.
+func (s *simStore) member(ctx context.Context, m lease.Member, call func(context.Context, lease.Member) (lease.Member, error)) (lease.Member, error) {
 	var out lease.Member
 	_, err := s.call(ctx, func() (lease.Lease, error) {
 		var err error
-		out, err = s.s.Heartbeat(ctx, group, stream, worker, changes)
+		out, err = call(ctx, m)
 		return lease.Lease{}, err
 	})
 	return out, err
+}
+
+func (s *simStore) FenceMember(ctx context.Context, observed lease.Member) error {
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.FenceMember(ctx, observed) })
+	return err
 }
 
 func (s *simStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {

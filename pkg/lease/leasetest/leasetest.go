@@ -52,10 +52,11 @@ type env struct {
 	ctx    context.Context
 	group  string
 	stream string
+	joined map[lease.Key]int64 // incarnations of the members heartbeat joined, by member key
 }
 
 func newEnv(t *testing.T, s lease.Store) *env {
-	return &env{t: t, s: s, ctx: t.Context(), group: uniqueName(t, "group"), stream: "stream-a"}
+	return &env{t: t, s: s, ctx: t.Context(), group: uniqueName(t, "group"), stream: "stream-a", joined: map[lease.Key]int64{}}
 }
 
 // uniqueName is a name no other subtest or run uses, with the subtest's name in it so that a

@@ -6,7 +6,11 @@ import (
 
 func memberCases() []testCase {
 	return []testCase{
-		{"HeartbeatCreatesThenCounts", testHeartbeat},
+		{"JoinThenHeartbeatsCount", testHeartbeat},
+		{"HeartbeatOfAnotherIncarnationFenced", testHeartbeatOtherIncarnation},
+		{"FenceMember", testFenceMember},
+		{"FenceMemberThatMoved", testFenceMemberMoved},
+		{"LeaseIncarnation", testLeaseIncarnation},
 		{"MembersOrderedAndIsolated", testMembersIsolation},
 		{"MembersAreNotLeases", testMembersNotLeases},
 		{"RemoveMember", testRemoveMember},
@@ -15,9 +19,23 @@ func memberCases() []testCase {
 	}
 }
 
+// heartbeat joins worker (incarnation 100 + the number of members joined so far) or, once it
+// joined, heartbeats it, with Changes 0.
 func (e *env) heartbeat(group, stream, worker string) lease.Member {
 	e.t.Helper()
-	m, err := e.s.Heartbeat(e.ctx, group, stream, worker, 0)
+	m := lease.Member{Group: group, Stream: stream, Worker: worker}
+	inc, joined := e.joined[m.Key()]
+	if !joined {
+		inc = int64(100 + len(e.joined))
+		e.joined[m.Key()] = inc
+	}
+	m.Incarnation = inc
+	var err error
+	if joined {
+		m, err = e.s.Heartbeat(e.ctx, m)
+	} else {
+		m, err = e.s.Join(e.ctx, m)
+	}
 	if err != nil {
 		e.t.Fatalf("Heartbeat %s of group %q stream %q: %v", worker, group, stream, err)
 	}
@@ -35,7 +53,7 @@ func (e *env) members(group, stream string) []lease.Member {
 
 func testHeartbeat(e *env) {
 	first := e.heartbeat(e.group, e.stream, "worker-a")
-	want := lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Counter: 1}
+	want := lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Counter: 1, Incarnation: first.Incarnation}
 	if first != want {
 		e.t.Fatalf("first Heartbeat = %+v, want %+v", first, want)
 	}
@@ -48,7 +66,7 @@ func testHeartbeat(e *env) {
 		e.t.Fatalf("Members = %+v, want [%+v]", got, want)
 	}
 	// Changes is kept as the last heartbeat wrote it.
-	third, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "worker-a", 7)
+	third, err := e.s.Heartbeat(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Incarnation: want.Incarnation, Changes: 7})
 	want.Counter, want.Changes = 3, 7
 	if err != nil || third != want {
 		e.t.Fatalf("Heartbeat with changes 7 = %+v, %v; want %+v", third, err, want)
@@ -104,9 +122,12 @@ func testRemoveMember(e *env) {
 	if err := e.s.RemoveMember(e.ctx, m); err != nil {
 		e.t.Fatalf("RemoveMember of a member already gone: %v, want nil", err)
 	}
-	again := e.heartbeat(e.group, e.stream, "worker-a")
-	if again.Counter != 1 {
-		e.t.Fatalf("Heartbeat after RemoveMember = %+v, want a new record with Counter 1", again)
+	_, err := e.s.Heartbeat(e.ctx, m)
+	wantCondition(e.t, err, lease.ErrMemberFenced, lease.OpHeartbeat, m.Key())
+	m.Incarnation++
+	again, err := e.s.Join(e.ctx, m)
+	if err != nil || again.Counter != 1 || again.Incarnation != m.Incarnation {
+		e.t.Fatalf("Join after RemoveMember = %+v, %v; want a new record with Counter 1 and incarnation %d", again, err, m.Incarnation)
 	}
 }
 
@@ -121,10 +142,14 @@ func testRemoveMemberMoved(e *env) {
 }
 
 func testMemberInvalid(e *env) {
-	_, err := e.s.Heartbeat(e.ctx, e.group, e.stream, "", 0)
+	_, err := e.s.Heartbeat(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Incarnation: 1})
 	wantInvalid(e.t, err, "Heartbeat with no worker", "worker")
-	_, err = e.s.Heartbeat(e.ctx, "", e.stream, "worker-a", 0)
-	wantInvalid(e.t, err, "Heartbeat with no group", "consumer group")
+	_, err = e.s.Join(e.ctx, lease.Member{Stream: e.stream, Worker: "worker-a", Incarnation: 1})
+	wantInvalid(e.t, err, "Join with no group", "consumer group")
+	_, err = e.s.Join(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a"})
+	wantInvalid(e.t, err, "Join with incarnation 0", "incarnation")
+	err = e.s.FenceMember(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Counter: 1})
+	wantInvalid(e.t, err, "FenceMember with incarnation 0", "incarnation")
 	_, err = e.s.Members(e.ctx, e.group, "")
 	wantInvalid(e.t, err, "Members with no stream", "stream name")
 	err = e.s.RemoveMember(e.ctx, lease.Member{Group: e.group, Stream: e.stream})
@@ -169,4 +194,113 @@ func testDeleteFinishedMoved(e *env) {
 	err := e.s.DeleteFinished(e.ctx, done)
 	wantCondition(e.t, err, lease.ErrLeaseChanged, lease.OpDeleteFinished, done.Key())
 	e.stored(released)
+}
+
+func testHeartbeatOtherIncarnation(e *env) {
+	m := e.heartbeat(e.group, e.stream, "worker-a")
+	// The same worker joins again (a restart): the old incarnation's heartbeats fail.
+	next, err := e.s.Join(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Incarnation: m.Incarnation + 1})
+	if err != nil || next.Counter != 1 {
+		e.t.Fatalf("Join of a new incarnation = %+v, %v; want Counter 1", next, err)
+	}
+	_, err = e.s.Heartbeat(e.ctx, m)
+	wantCondition(e.t, err, lease.ErrMemberFenced, lease.OpHeartbeat, m.Key())
+	if got, err := e.s.Heartbeat(e.ctx, next); err != nil || got.Counter != 2 {
+		e.t.Fatalf("Heartbeat of the new incarnation = %+v, %v; want Counter 2", got, err)
+	}
+	_, err = e.s.Heartbeat(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-never", Incarnation: 5})
+	wantCondition(e.t, err, lease.ErrMemberFenced, lease.OpHeartbeat, lease.Key{Group: e.group, Stream: e.stream, ShardID: "worker-never"})
+}
+
+func testFenceMember(e *env) {
+	e.heartbeat(e.group, e.stream, "worker-a")
+	m := e.heartbeat(e.group, e.stream, "worker-a")
+	if err := e.s.FenceMember(e.ctx, m); err != nil {
+		e.t.Fatalf("FenceMember %+v: %v", m, err)
+	}
+	if err := e.s.FenceMember(e.ctx, m); err != nil {
+		e.t.Fatalf("FenceMember again: %v, want nil", err)
+	}
+	got := e.members(e.group, e.stream)
+	want := m
+	want.Fenced = true
+	if len(got) != 1 || got[0] != want {
+		e.t.Fatalf("Members after FenceMember = %+v, want [%+v]", got, want)
+	}
+	_, err := e.s.Heartbeat(e.ctx, m)
+	wantCondition(e.t, err, lease.ErrMemberFenced, lease.OpHeartbeat, m.Key())
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0] != want {
+		e.t.Fatalf("Members after a fenced heartbeat = %+v, want [%+v] unchanged", got, want)
+	}
+	next, err := e.s.Join(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Incarnation: m.Incarnation + 1})
+	if err != nil || next.Fenced || next.Counter != 1 {
+		e.t.Fatalf("Join after a fence = %+v, %v; want an unfenced record with Counter 1", next, err)
+	}
+	gone := lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-gone", Incarnation: 3, Counter: 1}
+	if err := e.s.FenceMember(e.ctx, gone); err != nil {
+		e.t.Fatalf("FenceMember of a member with no record: %v, want nil", err)
+	}
+}
+
+func testFenceMemberMoved(e *env) {
+	observed := e.heartbeat(e.group, e.stream, "worker-a")
+	e.heartbeat(e.group, e.stream, "worker-a")
+	err := e.s.FenceMember(e.ctx, observed)
+	wantCondition(e.t, err, lease.ErrMemberChanged, lease.OpFenceMember, observed.Key())
+	other := observed
+	other.Counter, other.Incarnation = 2, observed.Incarnation+1
+	err = e.s.FenceMember(e.ctx, other)
+	wantCondition(e.t, err, lease.ErrMemberChanged, lease.OpFenceMember, observed.Key())
+	if got := e.members(e.group, e.stream); len(got) != 1 || got[0].Fenced || got[0].Counter != 2 {
+		e.t.Fatalf("Members after refused fences = %+v, want worker-a unfenced at Counter 2", got)
+	}
+}
+
+// testLeaseIncarnation: Renew and Checkpoint store the held lease's Incarnation, a handoff
+// request keeps it, and a change of owner clears it.
+func testLeaseIncarnation(e *env) {
+	held := e.take(e.create(e.lease("shardId-000000000000")), "worker-a")
+	if held.Incarnation != 0 {
+		e.t.Fatalf("taken lease has Incarnation %d, want 0", held.Incarnation)
+	}
+	held.Incarnation = 41
+	held = e.renew(held)
+	if held.Incarnation != 41 {
+		e.t.Fatalf("renewed with Incarnation 41: got %d", held.Incarnation)
+	}
+	e.stored(held)
+	held.Incarnation = 42
+	held = e.checkpoint(held, "100")
+	if held.Incarnation != 42 {
+		e.t.Fatalf("checkpointed with Incarnation 42: got %d", held.Incarnation)
+	}
+	asked := e.request(held, "worker-b")
+	if asked.Incarnation != 42 {
+		e.t.Fatalf("after a handoff request: Incarnation %d, want 42 kept", asked.Incarnation)
+	}
+	held.Incarnation = 0
+	held = e.renew(held)
+	if held.Incarnation != 0 {
+		e.t.Fatalf("renewed with Incarnation 0: got %d", held.Incarnation)
+	}
+	e.stored(held)
+	held.Incarnation = 43
+	held = e.renew(held)
+	taken := e.take(held, "worker-c")
+	if taken.Incarnation != 0 {
+		e.t.Fatalf("taken from an owner with Incarnation 43: got %d, want 0", taken.Incarnation)
+	}
+	e.stored(taken)
+	taken.Incarnation = 44
+	taken = e.renew(taken)
+	if released := e.release(taken); released.Incarnation != 0 {
+		e.t.Fatalf("released: Incarnation %d, want 0", released.Incarnation)
+	}
+	other := e.take(e.create(e.lease("shardId-000000000001")), "worker-a")
+	other.Incarnation = 45
+	other = e.renew(other)
+	other = e.request(other, "worker-b")
+	if handed := e.handoff(other); handed.Incarnation != 0 {
+		e.t.Fatalf("handed over: Incarnation %d, want 0", handed.Incarnation)
+	}
 }

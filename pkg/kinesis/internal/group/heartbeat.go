@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -68,20 +69,38 @@ const minHeartbeatInterval = 250 * time.Millisecond
 // leases to watch its leases' counters: one and a half heartbeat intervals.
 func quietMember(cfg Config) time.Duration { return 3 * heartbeatInterval(cfg) / 2 }
 
-// heartbeatOnce writes the member record once, bounded by RequestTimeout.
+// heartbeatOnce writes the member record once, bounded by RequestTimeout: a Join until one
+// succeeds, then Heartbeats. A heartbeat refused because the record was fenced (another worker
+// found it still for a lease duration) or replaced ends this incarnation: its readers stop by
+// what its heartbeats vouched for, and the worker joins again at once as a new incarnation.
 func (c *Subscription) heartbeatOnce() error {
+	m := c.lastMember()
+	m.Group, m.Stream, m.Worker, m.Changes = c.cfg.Group, c.cfg.Stream, c.cfg.WorkerID, c.changes.Load()
 	ctx, cancel := c.callContext()
-	m, err := c.cfg.LeaseStore.Heartbeat(ctx, c.cfg.Group, c.cfg.Stream, c.cfg.WorkerID, c.changes.Load())
-	cancel()
-	if err != nil {
-		return err
+	defer cancel()
+	sent := c.cfg.Clock.Now()
+	var got lease.Member
+	var err error
+	if m.Counter == 0 {
+		m.Incarnation = newIncarnation(m.Incarnation)
+		got, err = c.cfg.LeaseStore.Join(ctx, m)
+	} else if got, err = c.cfg.LeaseStore.Heartbeat(ctx, m); errors.Is(err, lease.ErrMemberFenced) {
+		c.vouch.end(m.Incarnation)
+		logs.Warn(c.cfg.Logger, "Member record fenced or replaced: another worker judged this one gone; joining again as a new incarnation",
+			err, c.logFields().Add(watermill.LogFields{"incarnation": m.Incarnation}))
+		m.Incarnation, sent = newIncarnation(m.Incarnation), c.cfg.Clock.Now()
+		got, err = c.cfg.LeaseStore.Join(ctx, m)
 	}
+	if err != nil {
+		return err // a Join that failed is tried again: the next Heartbeat finds the old incarnation over
+	}
+	c.vouch.succeeded(got, sent)
 	c.hb.mu.Lock()
 	first := c.hb.member.Counter == 0
-	c.hb.member = m
+	c.hb.member = got
 	c.hb.mu.Unlock()
 	if first { // the first heartbeat that succeeds, at start or later from beat
-		c.cfg.Logger.Info("Joined the group: member record written", c.logFields())
+		c.cfg.Logger.Info("Joined the group: member record written", c.logFields().Add(watermill.LogFields{"incarnation": got.Incarnation}))
 	}
 	return nil
 }

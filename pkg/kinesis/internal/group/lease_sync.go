@@ -121,7 +121,11 @@ func (c *Subscription) armExpiry(expiry clock.Timer) {
 	// whether they moved (see takeLeases).
 	alive := c.aliveMembers(now)
 	watch := func(owner string) bool { return owner != c.cfg.WorkerID && !alive[owner] }
-	if at, ok := c.tracker.NextExpiryOf(watch, now, c.cfg.LeaseDuration); ok && at.Sub(now) < c.cfg.LeaseSyncInterval {
+	at, ok := c.tracker.NextExpiryOf(watch, now, c.cfg.LeaseDuration)
+	if byBeat, beatOK := c.nextHeartbeatExpiry(watch, now); beatOK && (!ok || byBeat.Before(at)) {
+		at, ok = byBeat, true
+	}
+	if ok && at.Sub(now) < c.cfg.LeaseSyncInterval {
 		expiry.Reset(at.Sub(now))
 	}
 }
@@ -142,7 +146,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 	members := c.syncMembers()
 	now := c.cfg.Clock.Now()
 	listed := false
-	if c.leaseListDue(now, members) {
+	if c.leaseListDue(now, members) || c.expiredUnlisted(now) {
 		if err := c.refreshLeases(); err != nil {
 			c.listSoon = true // what made it due (a member gone quiet, say) is not seen twice
 			return nil, err
@@ -170,6 +174,9 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		Leases: list,
 		Live: func(l lease.Lease) bool {
 			expired := c.tracker.Expired(l, now, c.cfg.LeaseDuration) // records l either way
+			if _, byBeat := c.expiredByHeartbeat(l, now); byBeat && !alive[l.Owner] {
+				expired = true
+			}
 			return !expired || !listed && alive[l.Owner]
 		},
 		Eligible: c.eligible,
@@ -182,6 +189,16 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		// others is theirs to mend.
 		c.listSoon = true
 	}
+	started := c.takePlanned(list, plan, now)
+	started = append(started, c.takeOverdue(now)...)
+	return started, nil
+}
+
+// takePlanned starts readers for the leases of this worker that have none (handed to it, or
+// held under its id from before), takes what plan says to (fencing first the owners whose
+// leases expired by their heartbeats alone) and asks for what it says to ask for.
+func (c *Subscription) takePlanned(list []lease.Lease, plan lease.SharePlan, now time.Time) []*shard.Reader {
+	me := c.cfg.WorkerID
 	var started []*shard.Reader
 	for _, l := range list {
 		if l.Owner == me && l.Checkpoint == lease.ShardEnd && !c.readers.has(l.ShardID) {
@@ -201,10 +218,17 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 			}
 		}
 	}
+	fenced := map[string]bool{}
 	for _, l := range plan.Take {
 		why := takeFree
 		if l.Owner != "" {
 			why = takeExpired
+		}
+		if m, byBeat := c.expiredByHeartbeat(l, now); byBeat && !c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
+			if !c.fenceOwner(m, fenced) {
+				continue
+			}
+			why = takeHeartbeatStopped
 		}
 		if r := c.take(l, why, l.Owner); r != nil {
 			started = append(started, r)
@@ -213,8 +237,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 	for _, l := range plan.Ask {
 		c.ask(l)
 	}
-	started = append(started, c.takeOverdue(now)...)
-	return started, nil
+	return started
 }
 
 // leaseListMaxAge is how long a quiet group goes without listing its leases: 30 lease syncs

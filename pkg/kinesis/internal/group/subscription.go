@@ -56,6 +56,7 @@ type Subscription struct {
 	tracker *lease.Tracker
 	members *lease.MemberTracker // the group's members at the last lease sync
 	hb      heartbeat            // this subscription's member record (its own goroutine; see heartbeat)
+	vouch   *vouching            // what the heartbeats promise the readers (written by beat)
 	// liveAtList and recordsAtList are the live members and every member record as of the
 	// last lease listing of a lease sync (nil before the first): one gone since lists again.
 	liveAtList, recordsAtList []string
@@ -129,6 +130,10 @@ func newSubscription(ctx context.Context, cfg Config) *Subscription {
 	c.links = shard.Links{
 		Out: c.out, Exits: c.exits, Quit: c.quit, Closing: ctx, Changed: c.changed,
 		Readers: func() int { return int(c.readers.count.Load()) },
+	}
+	if c.grouped() {
+		c.vouch = newVouching(shard.LeaseStopAfter(&c.cfg.Config))
+		c.links.Vouch = c.vouch
 	}
 	return c
 }

@@ -29,16 +29,18 @@ func (c *Subscription) releaseFinished(l lease.Lease) {
 
 // Why a worker takes a lease, in the "Lease taken" log line.
 const (
-	takeFree       = "free"
-	takeExpired    = "expired: its owner stopped renewing it"
-	takeHandedOver = "handed over"
-	takeOverdue    = "not handed over within HandoffTimeout: taken from its owner"
-	takeOwnIdle    = "held under this worker's id with no reader here (a restart of this worker, or a reader of it that stopped)"
+	takeFree    = "free"
+	takeExpired = "expired: its owner stopped renewing it"
+	// takeHeartbeatStopped: expired by its owner's heartbeats (see expiry.go).
+	takeHeartbeatStopped = "expired: its owner's heartbeat stood still (member fenced)"
+	takeHandedOver       = "handed over"
+	takeOverdue          = "not handed over within HandoffTimeout: taken from its owner"
+	takeOwnIdle          = "held under this worker's id with no reader here (a restart of this worker, or a reader of it that stopped)"
 )
 
 // takeReasonCodes are the reasons of a take as the kinesis.lease.reason metric attribute.
 var takeReasonCodes = map[string]string{
-	takeFree: "free", takeExpired: "expired", takeHandedOver: "handed_over", takeOverdue: "handoff_timeout", takeOwnIdle: "restarted",
+	takeFree: "free", takeExpired: "expired", takeHeartbeatStopped: "expired", takeHandedOver: "handed_over", takeOverdue: "handoff_timeout", takeOwnIdle: "restarted",
 }
 
 // handoffAsk is a lease this worker asked another worker for.

@@ -37,6 +37,10 @@ type leaseState struct {
 	// renewal succeeds.
 	paused  bool
 	revoked bool // Hooks.OnRevoked (or, at a pause, Hooks.OnLost) was called
+	// unanswered is the incarnation an owner write that got no answer carried (0 if none since
+	// the last answer): it may have landed, and the others may time the lease from that
+	// incarnation's heartbeats, so the stop point heeds them too until a write is answered.
+	unanswered int64
 }
 
 // startLease sets the first renewal and checkpoint times once the reader holds its iterator.
@@ -49,10 +53,6 @@ func (r *Reader) startLease(now time.Time) {
 	r.checkpointAt = now.Add(r.cfg.CheckpointInterval)
 }
 
-// stopAt is when deliveries must stop unless a renewal succeeds first: the stop point, counted
-// from when the last successful owner write was sent.
-func (r *Reader) stopAt() time.Time { return r.renewed.Add(LeaseStopAfter(r.cfg)) }
-
 // renewedWith records a successful owner write (renewal or checkpoint) sent at sentAt: the
 // lease as it now is, and a stop point counted from sentAt.
 //
@@ -64,6 +64,7 @@ func (r *Reader) stopAt() time.Time { return r.renewed.Add(LeaseStopAfter(r.cfg)
 func (r *Reader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
 	r.renewed = sentAt
+	r.unanswered = 0
 	if HandoffAsked(l) {
 		r.beginHandoff()
 	}
@@ -133,8 +134,9 @@ var errLeaseStale = errors.New("lease not renewed in time")
 func (r *Reader) renew() error {
 	cfg := r.cfg
 	sentAt := r.now()
+	held := r.vouched(sentAt)
 	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
-		return cfg.LeaseStore.Renew(ctx, *r.held)
+		return cfg.LeaseStore.Renew(ctx, held)
 	})
 	now := r.now()
 	if err == nil {
@@ -146,6 +148,7 @@ func (r *Reader) renew() error {
 	if stop := r.stopOn("renewing", err); stop != nil {
 		return stop
 	}
+	r.mayHaveLanded(held, err)
 	r.logRenewFailed(err)
 	if r.paused {
 		// A quarter of the renewal interval: the reader resumes soon after the store is
@@ -244,8 +247,9 @@ func (r *Reader) checkpointTarget() string {
 // logged and left to the next checkpoint time.
 func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
 	sentAt := r.now()
+	held := r.vouched(sentAt)
 	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
-		return r.cfg.LeaseStore.Checkpoint(ctx, *r.held, seq)
+		return r.cfg.LeaseStore.Checkpoint(ctx, held, seq)
 	})
 	if err == nil {
 		r.metrics.Count(CountCheckpoints, 1)
@@ -263,6 +267,7 @@ func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
+	r.mayHaveLanded(held, err)
 	if !errors.Is(err, errLeaseStale) { // past the stop point: the pause that follows says so
 		logs.Warn(r.cfg.Logger, "Writing a checkpoint failed; will retry", err, r.LogFields().Add(watermill.LogFields{"sequence_number": seq}))
 	}

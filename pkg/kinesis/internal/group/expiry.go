@@ -1,0 +1,100 @@
+package group
+
+import (
+	"errors"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// Another worker's lease expires by whichever comes first:
+//
+//   - its own counter: unchanged for LeaseDuration since this worker first saw it in a listing
+//     (lease.Tracker), as the KCL judges leases;
+//   - its owner's heartbeats, when the lease carries the owner's incarnation
+//     (lease.Lease.Incarnation): LeaseDuration after lease.MemberTracker.HeartbeatSince, once
+//     the member record is fenced at the counter last read, so that no later heartbeat of
+//     that incarnation can vouch for the lease again.
+//
+// The owner stops delivering at the earlier of its two stop points (shard.Reader.stopAt), so
+// either may be used. The heartbeats are read at every lease sync, the leases rarely; a crashed
+// owner's leases so expire LeaseDuration after its heartbeats stopped, as seen at the next sync
+// (BeatsBehind heartbeats earlier, which takes that read's delay out), not after the listing
+// that a missed heartbeat brings, two lease syncs later.
+
+// expiredByHeartbeat reports whether l expired by its owner's heartbeats, and the owner's
+// record as last read (for fenceOwner).
+func (c *Subscription) expiredByHeartbeat(l lease.Lease, now time.Time) (lease.Member, bool) {
+	if l.Owner == "" || l.Owner == c.cfg.WorkerID || l.Incarnation == 0 {
+		return lease.Member{}, false
+	}
+	since, m, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
+	return m, ok && now.Sub(since) >= c.cfg.LeaseDuration
+}
+
+// fenceOwner fences the member record of an owner whose leases expired by its heartbeats, at
+// the counter last read, before any of them is taken; false if it could not be (the heartbeat
+// moved: the owner is alive after all, or the store failed), and the leases are not taken. One
+// call per owner per lease sync: fenced remembers the answers.
+func (c *Subscription) fenceOwner(m lease.Member, fenced map[string]bool) bool {
+	if m.Fenced {
+		return true
+	}
+	if ok, tried := fenced[m.Worker]; tried {
+		return ok
+	}
+	m.Group, m.Stream = c.cfg.Group, c.cfg.Stream
+	ctx, cancel := c.callContext()
+	err := c.cfg.LeaseStore.FenceMember(ctx, m)
+	cancel()
+	fenced[m.Worker] = err == nil
+	fields := c.logFields().Add(watermill.LogFields{"member": m.Worker, "incarnation": m.Incarnation, "counter": m.Counter})
+	switch {
+	case err == nil:
+		c.cfg.Logger.Info("Fenced a member whose heartbeat stood still for LeaseDuration, to take its leases", fields)
+	case errors.Is(err, lease.ErrMemberChanged):
+		c.cfg.Logger.Debug("Member not fenced: its heartbeat moved", fields)
+		c.listSoon = true
+	default:
+		c.cfg.Logger.Debug("Fencing a member failed", fields.Add(watermill.LogFields{"err": err}))
+		c.listSoon = true
+	}
+	return err == nil
+}
+
+// nextHeartbeatExpiry is the earliest time after now at which a lease of an owner watch selects
+// expires by its owner's heartbeats, as last read; false if none will.
+func (c *Subscription) nextHeartbeatExpiry(watch func(owner string) bool, now time.Time) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, l := range c.leases {
+		if l.Owner == "" || l.Incarnation == 0 || !watch(l.Owner) {
+			continue
+		}
+		since, _, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
+		if at := since.Add(c.cfg.LeaseDuration); ok && at.After(now) && (!found || at.Before(next)) {
+			next, found = at, true
+		}
+	}
+	return next, found
+}
+
+// expiredUnlisted: a lease of a worker that is not alive (counted out, quiet, or without a
+// record) expires now by its own counter as the last listing showed it. Its counter may have
+// moved since: its owner's heartbeats may stall while its renewals succeed (a hot or throttled
+// member partition, a hung call). Listing first costs one read of the leases; taking on the
+// old listing cost a failed write and a read for each lease, once per LeaseDuration, and the
+// owner was still alive. (The leases of a live member are judged only by a listing of the
+// same sync anyway.)
+func (c *Subscription) expiredUnlisted(now time.Time) bool {
+	alive := c.aliveMembers(now)
+	for _, l := range c.leases {
+		if l.Owner != "" && l.Owner != c.cfg.WorkerID && !alive[l.Owner] && l.Checkpoint != lease.ShardEnd &&
+			c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
+			return true
+		}
+	}
+	return false
+}
