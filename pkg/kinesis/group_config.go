@@ -65,9 +65,10 @@ type GroupConfig struct {
 	// the last interval, so a shorter interval means fewer duplicates after a crash and more
 	// lease store writes (one per shard per interval while messages are acked). Default: 5 s.
 	CheckpointInterval time.Duration
-	// LeaseDuration is how long a lease whose counter has not moved (as timed by the
-	// observer) stays with its owner before another instance may take it: how long a
-	// crashed instance's shards wait for a new reader. Default: 10 s.
+	// LeaseDuration is how long a lease whose counter has not moved, or whose owner's
+	// heartbeats have not (as timed by the observer), stays with its owner before another
+	// instance may take it: about how long a crashed instance's shards wait for a new reader,
+	// counted from its last heartbeats the others saw. Default: 10 s.
 	LeaseDuration time.Duration
 	// LeaseRenewInterval is how often an owner renews its leases, and the time limit of each
 	// renewal and checkpoint call its readers make. Shorter gives an owner that cannot renew

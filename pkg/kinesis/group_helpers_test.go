@@ -741,13 +741,13 @@ func (wk *grpWorker) event(hook string, ev kinesis.ShardEvent) {
 	}
 }
 
-// eventsOf lists the worker's hook calls of one kind for one shard.
+// eventsOf lists the worker's hook calls of one kind for one shard (all shards if "").
 func (wk *grpWorker) eventsOf(hook, shard string) []grpEvent {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	var out []grpEvent
 	for _, e := range wk.events {
-		if e.hook == hook && e.shard == shard {
+		if e.hook == hook && (shard == "" || e.shard == shard) {
 			out = append(out, e)
 		}
 	}
@@ -828,6 +828,16 @@ type grpStore struct {
 	mode int
 	gate chan struct{} // closed when a grpHang mode ends
 	ops  []grpOp
+	// beatsDown fails the instance's Joins and Heartbeats alone (a throttled member
+	// partition): its lease calls go through.
+	beatsDown bool
+}
+
+// setBeatsDown fails (or lets through again) the instance's Joins and Heartbeats alone.
+func (s *grpStore) setBeatsDown(down bool) {
+	s.mu.Lock()
+	s.beatsDown = down
+	s.mu.Unlock()
 }
 
 // grpOp is one call of an instance to its lease store.
@@ -1000,6 +1010,14 @@ func (s *grpStore) member(ctx context.Context, op string, m lease.Member,
 	call func(context.Context, lease.Member) (lease.Member, error),
 ) (lease.Member, error) {
 	rec := grpOp{op: op, at: s.w.clk.Now()}
+	s.mu.Lock()
+	beatsDown := s.beatsDown
+	s.mu.Unlock()
+	if beatsDown {
+		rec.err = errGrpDown
+		s.log(rec)
+		return lease.Member{}, errGrpDown
+	}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)

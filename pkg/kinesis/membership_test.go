@@ -2,6 +2,7 @@ package kinesis_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -208,6 +209,62 @@ func TestMembershipNudgedHeartbeatsBounded(t *testing.T) {
 	if beats != 2 {
 		t.Errorf("w1 heartbeated %d times before its first scheduled heartbeat, want 2 (the join, and one for the creations)", beats)
 	}
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
+
+// A member whose heartbeats fail while its lease writes succeed (its member partition
+// throttled, say) is not treated as dead: its readers leave the heartbeats out of their next
+// renewals and go on by the renewals alone, it keeps every shard without a pause, and the
+// other worker neither fences it nor tries a take on it; it lists the leases about once per
+// LeaseDuration to see them move, rather than at every lease sync.
+func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 4)
+	w.publishing = true
+	w1 := w.start("w1")
+	w.steps(grpSyncInterval / 2)
+	w2 := w.start("w2")
+	w.runUntil("spread over w1 and w2", 4*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+	held := w.owned("w1")
+	from := w.now()
+	w1.store.setBeatsDown(true)
+	w.steps(6 * grpLeaseDuration)
+	w1.store.setBeatsDown(false)
+	to := w.now()
+
+	if got := w.owned("w1"); fmt.Sprint(got) != fmt.Sprint(held) {
+		t.Errorf("w1 held %v before its heartbeats failed and %v after %s of it", held, got, to.Sub(from))
+	}
+	if lost := w1.eventsOf("lost", ""); len(lost) != 0 {
+		t.Errorf("w1 paused or lost shards while its renewals succeeded: %+v", lost)
+	}
+	var takes, fences, lists int
+	for _, o := range w2.store.opsOf("", "") {
+		if o.at.Before(from) || !o.at.Before(to) {
+			continue
+		}
+		switch o.op {
+		case lease.OpTake:
+			if o.in.Owner != "w2" { // not the start of a reader of a lease handed to w2 before
+				takes++
+			}
+		case lease.OpFenceMember:
+			fences++
+		case lease.OpList:
+			lists++
+		}
+	}
+	syncs := int(to.Sub(from) / grpSyncInterval)
+	t.Logf("over %s of w1's heartbeats failing (%d lease syncs): w2 tried %d takes and %d fences, and listed %d times", to.Sub(from), syncs, takes, fences, lists)
+	if takes != 0 || fences != 0 {
+		t.Errorf("w2 tried %d takes and %d fences on a member that renews", takes, fences)
+	}
+	if max := int(to.Sub(from)/grpLeaseDuration) + 3; lists > max {
+		t.Errorf("w2 listed the leases %d times in %s, want at most %d (about once per LeaseDuration)", lists, to.Sub(from), max)
+	}
+	w.close(w2)
 	w.close(w1)
 	w.check()
 	goleak.VerifyNone(t, ignore)

@@ -293,9 +293,42 @@ func TestPlanShareTakersSpread(t *testing.T) {
 			picked[l.ShardID]++
 		}
 	}
-	// Independent random picks would cover 100 × (1 − 0.9^10) ≈ 65 leases.
+	// From the same listing they are matched with different leases (independent random
+	// picks would cover 100 × (1 − 0.9^10) ≈ 65).
 	t.Logf("10 workers taking 10 of 100 free leases each picked %d different leases", len(picked))
-	if len(picked) < 50 {
-		t.Errorf("10 workers taking 10 of 100 free leases each picked only %d different leases, want at least 50", len(picked))
+	if len(picked) != 100 {
+		t.Errorf("10 workers taking 10 of 100 free leases each picked only %d different leases, want all 100", len(picked))
+	}
+}
+
+// The survivors of a crash, from the same listing, take the dead worker's leases without two
+// of them taking the same one, each up to its quota.
+func TestPlanShareSurvivorsTakeDifferentLeases(t *testing.T) {
+	owners := []string{}
+	for i := range 5 {
+		for range 4 {
+			owners = append(owners, fmt.Sprintf("w%d", i))
+		}
+	}
+	for i := range owners {
+		if i%5 == 0 {
+			owners[i] = "dead"
+		}
+	}
+	live := func(l lease.Lease) bool { return l.Owner != "dead" }
+	picked := map[string]string{}
+	for i := range 5 {
+		w := fmt.Sprintf("w%d", i)
+		plan := lease.PlanShare(lease.ShareInput{Self: w, Leases: ownedBy(owners...), Live: live,
+			Members: []string{"w0", "w1", "w2", "w3", "w4"}})
+		for _, l := range plan.Take {
+			if other, dup := picked[l.ShardID]; dup {
+				t.Errorf("%s and %s both take %s", other, w, l.ShardID)
+			}
+			picked[l.ShardID] = w
+		}
+	}
+	if len(picked) != 4 {
+		t.Errorf("the survivors took %d of the dead worker's 4 leases: %v", len(picked), picked)
 	}
 }

@@ -82,17 +82,20 @@ func (c *Subscription) nextHeartbeatExpiry(watch func(owner string) bool, now ti
 }
 
 // expiredUnlisted: a lease of a worker that is not alive (counted out, quiet, or without a
-// record) expires now by its own counter as the last listing showed it. Its counter may have
-// moved since: its owner's heartbeats may stall while its renewals succeed (a hot or throttled
-// member partition, a hung call). Listing first costs one read of the leases; taking on the
-// old listing cost a failed write and a read for each lease, once per LeaseDuration, and the
-// owner was still alive. (The leases of a live member are judged only by a listing of the
-// same sync anyway.)
+// record) expires now, by its own counter or by its owner's heartbeats, as the last listing
+// showed it. It may have moved since: its owner's heartbeats may stall while its renewals
+// succeed (a hot or throttled member partition, a hung call), and those renewals leave the
+// heartbeats out (Lease.Incarnation 0). Listing first costs one read of the leases; taking on
+// the old listing cost a failed write and a read for each lease, once per LeaseDuration, and
+// fenced an owner that was still alive. (The leases of a live member are judged only by a
+// listing of the same sync anyway.)
 func (c *Subscription) expiredUnlisted(now time.Time) bool {
 	alive := c.aliveMembers(now)
 	for _, l := range c.leases {
-		if l.Owner != "" && l.Owner != c.cfg.WorkerID && !alive[l.Owner] && l.Checkpoint != lease.ShardEnd &&
-			c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
+		if l.Owner == "" || l.Owner == c.cfg.WorkerID || alive[l.Owner] || l.Checkpoint == lease.ShardEnd {
+			continue
+		}
+		if _, byBeat := c.expiredByHeartbeat(l, now); byBeat || c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
 			return true
 		}
 	}

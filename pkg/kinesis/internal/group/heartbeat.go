@@ -158,7 +158,7 @@ func (c *Subscription) beat() {
 			c.hb.fails++
 			fields := c.logFields().Add(watermill.LogFields{"failures": c.hb.fails})
 			if c.hb.fails == awscall.FailuresBeforeError {
-				logs.Warn(c.cfg.Logger, "Member heartbeat keeps failing; the other members count this worker out of the shares until it succeeds", err, fields)
+				logs.Warn(c.cfg.Logger, "Member heartbeat keeps failing; this worker keeps its shards by renewing their leases, and the others list the leases to see them move", err, fields)
 			} else {
 				c.cfg.Logger.Debug("Member heartbeat failed; will retry", fields.Add(watermill.LogFields{"err": err}))
 			}

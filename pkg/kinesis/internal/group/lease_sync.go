@@ -174,6 +174,12 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		Leases: list,
 		Live: func(l lease.Lease) bool {
 			expired := c.tracker.Expired(l, now, c.cfg.LeaseDuration) // records l either way
+			if l.Owner == me {
+				// This worker's own: alive as long as it runs, whatever its heartbeats and
+				// listings show. (Judged by its own member record, a worker whose heartbeats
+				// failed counted its leases out, asked for others' and handed them back.)
+				return true
+			}
 			if _, byBeat := c.expiredByHeartbeat(l, now); byBeat && !alive[l.Owner] {
 				expired = true
 			}
