@@ -87,4 +87,4 @@ sim:
 # configuration of it that checks only the invariants.
 .PHONY: scale
 scale:
-	cd tests/scale && SCALE=1 SCALE_SHARDS=$(SCALE_SHARDS) $(if $(SCALE_OUT),SCALE_OUT=$(abspath $(SCALE_OUT))) $(GO) test -count=1 -timeout=30m -run '^TestScale$$' -v
+	cd tests/scale && SCALE=1 SCALE_SHARDS=$(SCALE_SHARDS) $(if $(SCALE_OUT),SCALE_OUT=$(abspath $(SCALE_OUT))) $(GO) test -count=1 -timeout=30m -run '^TestScale(Members)?$$' -v

@@ -1045,6 +1045,13 @@ func (s *grpStore) heartbeatStop(incarnation int64, t time.Time, stopAfter time.
 	return lease.HeartbeatStop(beats, stopAfter)
 }
 
+func (s *grpStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	_, err := s.call(ctx, lease.OpNotifyMember, lease.Lease{}, func() (lease.Lease, error) {
+		return lease.Lease{}, s.inner.NotifyMember(ctx, group, stream, worker)
+	})
+	return err
+}
+
 func (s *grpStore) FenceMember(ctx context.Context, observed lease.Member) error {
 	_, err := s.call(ctx, lease.OpFenceMember, lease.Lease{}, func() (lease.Lease, error) {
 		return lease.Lease{}, s.inner.FenceMember(ctx, observed)
@@ -1053,14 +1060,23 @@ func (s *grpStore) FenceMember(ctx context.Context, observed lease.Member) error
 }
 
 func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
-	rec := grpOp{op: lease.OpMembers, at: s.w.clk.Now()}
+	return s.memberRead(ctx, lease.OpMembers, func() ([]lease.Member, error) { return s.inner.Members(ctx, group, stream) })
+}
+
+func (s *grpStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
+	return s.memberRead(ctx, lease.OpLeading, func() ([]lease.Member, error) { return s.inner.LeadingMembers(ctx, group, stream, n) })
+}
+
+// memberRead runs a read of member records through the mode and the log.
+func (s *grpStore) memberRead(ctx context.Context, op string, read func() ([]lease.Member, error)) ([]lease.Member, error) {
+	rec := grpOp{op: op, at: s.w.clk.Now()}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)
 		return nil, err
 	}
 	rec.reached = true
-	ms, err := s.inner.Members(ctx, group, stream)
+	ms, err := read()
 	rec.members, rec.err = ms, err
 	s.log(rec)
 	return ms, err
@@ -1134,7 +1150,10 @@ func (i *grpWorker) beatSeen(l lease.Lease) time.Time {
 		counter int64
 	}
 	var reads []read
-	for _, o := range i.store.opsOf(lease.OpMembers, "") {
+	for _, o := range i.store.opsOf("", "") {
+		if o.op != lease.OpMembers && o.op != lease.OpLeading {
+			continue
+		}
 		for _, m := range o.members {
 			if m.Worker == l.Owner && m.Incarnation == l.Incarnation && m.Incarnation != 0 && o.err == nil {
 				reads = append(reads, read{o.at, m.Counter})

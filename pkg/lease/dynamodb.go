@@ -49,6 +49,9 @@ const (
 	attrPendingOwner = "pending_owner"
 	attrIncarnation  = "incarnation" // leases: Lease.Incarnation (absent: 0); members: Member.Incarnation
 	attrFenced       = "fenced"      // member records only: present (true) once fenced
+	attrRoster       = "roster"      // member records only: see Member.Roster
+	attrSeen         = "seen"        // member records only: see Member.Seen
+	attrAsked        = "asked"       // member records only: see Member.Asked
 )
 
 // pkSeparator joins stream and group in the partition key. Kinesis stream names consist of

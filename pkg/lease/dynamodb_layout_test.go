@@ -77,7 +77,8 @@ func TestDynamoDBItemSize(t *testing.T) {
 	wantMember := len("pk") + len("#orders|billing") + len("shard_id") + len("worker-a") +
 		len("group") + len("billing") + len("stream") + len("orders") + len("counter") + 2 +
 		len("layout") + len("buckets-16") + len("changes") + 2 + // 0: (1+1)/2+1
-		len("incarnation") + 11 // 19 digits: (19+1)/2+1
+		len("incarnation") + 11 + // 19 digits: (19+1)/2+1
+		len("roster") + 2 + len("seen") + 2 // 0 each
 	if got := DynamoDBMemberItemSize(m); got != wantMember {
 		t.Fatalf("DynamoDBMemberItemSize = %d, want %d", got, wantMember)
 	}

@@ -39,6 +39,11 @@ func memberToItem(m Member) map[string]types.AttributeValue {
 	item[attrCounter] = numberValue(m.Counter)
 	item[attrChanges] = numberValue(m.Changes)
 	item[attrIncarnation] = numberValue(m.Incarnation)
+	item[attrRoster] = numberValue(m.Roster)
+	item[attrSeen] = numberValue(m.Seen)
+	if m.Asked != 0 {
+		item[attrAsked] = numberValue(m.Asked)
+	}
 	item[attrLayout] = &types.AttributeValueMemberS{Value: layoutName}
 	if m.Fenced {
 		item[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
@@ -72,7 +77,7 @@ func (s *DynamoDBStore) Join(ctx context.Context, m Member) (Member, error) {
 	if err := s.writable(ctx, OpJoin, m.Key()); err != nil {
 		return Member{}, err
 	}
-	m.Counter, m.Fenced = 1, false
+	m.Counter, m.Fenced, m.Asked = 1, false, 0
 	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: memberToItem(m)}); err != nil {
 		return Member{}, s.callErr(OpJoin, m.Key(), err)
 	}
@@ -92,13 +97,15 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, m Member) (Member, error)
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 memberKeyItem(m),
-		UpdateExpression:    aws.String("SET #ch = :ch ADD #c :one"),
+		UpdateExpression:    aws.String("SET #ch = :ch, #ro = :ro, #se = :se ADD #c :one"),
 		ConditionExpression: aws.String("#inc = :inc AND attribute_not_exists(#f)"),
 		ExpressionAttributeNames: map[string]string{
 			"#c": attrCounter, "#ch": attrChanges, "#inc": attrIncarnation, "#f": attrFenced,
+			"#ro": attrRoster, "#se": attrSeen,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":one": numberValue(1), ":ch": numberValue(m.Changes), ":inc": numberValue(m.Incarnation),
+			":ro": numberValue(m.Roster), ":se": numberValue(m.Seen),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -111,13 +118,35 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, m Member) (Member, error)
 		return Member{}, s.callErr(OpHeartbeat, m.Key(), errors.New("UpdateItem returned no answer"))
 	}
 	got, err := memberFromItem(out.Attributes)
-	if err == nil && got != (Member{Group: m.Group, Stream: m.Stream, Worker: m.Worker, Counter: got.Counter, Changes: m.Changes, Incarnation: m.Incarnation}) {
+	if want := m; err == nil && got != func() Member { want.Counter, want.Asked = got.Counter, got.Asked; return want }() {
 		err = fmt.Errorf("the written item is the member record of %s", got.Key())
 	}
 	if err != nil {
 		return Member{}, s.malformedErr(OpHeartbeat, m.Key(), err)
 	}
 	return got, nil
+}
+
+// NotifyMember implements Store: one UpdateItem that adds 1 to the record's Asked count,
+// conditioned on the record being there (so as not to make one); a refused condition is no
+// error.
+func (s *DynamoDBStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	m := Member{Group: group, Stream: stream, Worker: worker}
+	if err := s.beforeMember(ctx, OpNotifyMember, m); err != nil {
+		return err
+	}
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       memberKeyItem(m),
+		UpdateExpression:          aws.String("ADD #a :one"),
+		ConditionExpression:       aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames:  map[string]string{"#a": attrAsked, "#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numberValue(1)},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return s.callErr(OpNotifyMember, m.Key(), err)
+	}
+	return nil
 }
 
 // FenceMember implements Store: one UpdateItem that marks the record fenced, conditioned on
@@ -164,27 +193,49 @@ func (s *DynamoDBStore) FenceMember(ctx context.Context, observed Member) error 
 // worker fails to list the group's leases once the layout marker is there, so it takes no
 // share, and counting it would leave its share unread.
 func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
+	return s.members(ctx, OpMembers, group, stream, 0)
+}
+
+// LeadingMembers implements Store: a strongly consistent Query of the member partition that
+// stops after n items (fewer are returned where some are of earlier versions).
+func (s *DynamoDBStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
+	if n <= 0 {
+		return []Member{}, nil
+	}
+	return s.members(ctx, OpLeading, group, stream, n)
+}
+
+// members reads the member partition in worker order, the first n items if n > 0.
+func (s *DynamoDBStore) members(ctx context.Context, op, group, stream string, n int) ([]Member, error) {
 	key := Key{Group: group, Stream: stream}
-	if err := s.before(ctx, OpMembers, key, false); err != nil {
+	if err := s.before(ctx, op, key, false); err != nil {
 		return nil, err
 	}
+	limit, stop := s.queryLimit, errors.New("enough")
+	if n > 0 {
+		limit = int32(min(n, 1<<20))
+	}
 	out := []Member{}
-	err := s.queryPartition(ctx, OpMembers, key, memberPartitionKey(group, stream), s.queryLimit, func(item map[string]types.AttributeValue) error {
-		if !ofThisLayout(item) {
-			return nil
+	read := 0
+	err := s.queryPartition(ctx, op, key, memberPartitionKey(group, stream), limit, func(item map[string]types.AttributeValue) error {
+		read++
+		if ofThisLayout(item) {
+			m, err := memberFromItem(item)
+			if err == nil && (m.Group != group || m.Stream != stream) {
+				err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
+					m.Group, m.Stream, group, stream)
+			}
+			if err != nil {
+				return s.malformedErr(op, key, err)
+			}
+			out = append(out, m)
 		}
-		m, err := memberFromItem(item)
-		if err == nil && (m.Group != group || m.Stream != stream) {
-			err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
-				m.Group, m.Stream, group, stream)
+		if n > 0 && read >= n {
+			return stop
 		}
-		if err != nil {
-			return s.malformedErr(OpMembers, key, err)
-		}
-		out = append(out, m)
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != stop {
 		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
@@ -266,26 +317,13 @@ func memberFromItem(item map[string]types.AttributeValue) (Member, error) {
 	} else {
 		m.Counter = n
 	}
-	// changes is absent from the records of earlier versions: 0.
-	if nv, ok := item[attrChanges].(*types.AttributeValueMemberN); ok && nv != nil {
-		if n, err := strconv.ParseInt(nv.Value, 10, 64); err != nil {
-			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrChanges, nv.Value, err))
-		} else {
-			m.Changes = n
-		}
-	} else if _, present := item[attrChanges]; present {
-		errs = append(errs, fmt.Errorf("attribute %q is not a number (N)", attrChanges))
-	}
-	// incarnation is absent from the records of earlier versions: 0, which no lease names.
-	if nv, ok := item[attrIncarnation].(*types.AttributeValueMemberN); ok && nv != nil {
-		if n, err := strconv.ParseInt(nv.Value, 10, 64); err != nil {
-			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", attrIncarnation, nv.Value, err))
-		} else {
-			m.Incarnation = n
-		}
-	} else if _, present := item[attrIncarnation]; present {
-		errs = append(errs, fmt.Errorf("attribute %q is not a number (N)", attrIncarnation))
-	}
+	// changes, incarnation, roster and seen are absent from the records of earlier versions:
+	// 0 (an incarnation that no lease names).
+	m.Changes = optNumber(item, attrChanges, &errs)
+	m.Incarnation = optNumber(item, attrIncarnation, &errs)
+	m.Roster = optNumber(item, attrRoster, &errs)
+	m.Seen = optNumber(item, attrSeen, &errs)
+	m.Asked = optNumber(item, attrAsked, &errs)
 	if bv, ok := item[attrFenced].(*types.AttributeValueMemberBOOL); ok && bv != nil {
 		m.Fenced = bv.Value
 	} else if _, present := item[attrFenced]; present {
@@ -298,4 +336,23 @@ func memberFromItem(item map[string]types.AttributeValue) (Member, error) {
 		return Member{}, err
 	}
 	return m, nil
+}
+
+// optNumber reads an optional whole-number attribute: 0 when absent, an error in errs when it is
+// not a whole number.
+func optNumber(item map[string]types.AttributeValue, name string, errs *[]error) int64 {
+	v, present := item[name]
+	if !present {
+		return 0
+	}
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok || nv == nil {
+		*errs = append(*errs, fmt.Errorf("attribute %q is not a number (N)", name))
+		return 0
+	}
+	n, err := strconv.ParseInt(nv.Value, 10, 64)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", name, nv.Value, err))
+	}
+	return n
 }

@@ -35,6 +35,18 @@ type Member struct {
 	// fenced the record (FenceMember) before taking leases that rely on it. No heartbeat of
 	// this incarnation succeeds any more.
 	Fenced bool
+	// Roster and Seen are what a member that reads every member record publishes for those
+	// that read only the first few (LeadingMembers), written with each heartbeat as given:
+	// Roster a digest of the records (their workers, incarnations and fences), which moves
+	// when one joins, goes or is fenced, and Seen the sum of their Changes. 0 from a member
+	// that does not read them all.
+	Roster int64
+	Seen   int64
+	// Asked is a count other workers move (NotifyMember) when they asked for one of the
+	// member's leases (RequestHandoff): the member sees it move in what its next heartbeat
+	// returns and lists the leases, so that it hands them over at once, whoever reads the
+	// member records. Heartbeat keeps it; Join starts it at 0.
+	Asked int64
 }
 
 // Key is the member's record key: Key.ShardID carries the worker name.
@@ -46,8 +58,10 @@ const (
 	OpJoin         = "join"
 	OpHeartbeat    = "heartbeat"
 	OpMembers      = "members"
+	OpLeading      = "leading-members"
 	OpRemoveMember = "remove-member"
 	OpFenceMember  = "fence-member"
+	OpNotifyMember = "notify-member"
 )
 
 // ErrMemberChanged is returned by RemoveMember when the member's counter moved since the
@@ -109,13 +123,7 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		seen[m.Worker] = struct{}{}
-		t.observeBeat(m, now)
-		t.last[m.Worker] = m
-		prev, known := t.obs[m.Worker]
-		t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Generation: m.Incarnation, Counter: m.Counter}, now)
-		if known && (prev.Counter != m.Counter || prev.Generation != m.Incarnation) || !known && t.reads > 0 {
-			t.moved[m.Worker] = true
-		}
+		t.observeOne(m, now)
 	}
 	t.reads++
 	for w := range t.obs {
@@ -126,6 +134,31 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 			delete(t.beats, w)
 		}
 	}
+}
+
+// ObserveSome records a read of some of the members (a LeadingMembers result) made at now: the
+// others keep what the last reads showed of them.
+func (t *MemberTracker) ObserveSome(members []Member, now time.Time) {
+	for _, m := range members {
+		t.observeOne(m, now)
+	}
+}
+
+// observeOne records one member record read at now.
+func (t *MemberTracker) observeOne(m Member, now time.Time) {
+	t.observeBeat(m, now)
+	t.last[m.Worker] = m
+	prev, known := t.obs[m.Worker]
+	t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Generation: m.Incarnation, Counter: m.Counter}, now)
+	if known && (prev.Counter != m.Counter || prev.Generation != m.Incarnation) || !known && t.reads > 0 {
+		t.moved[m.Worker] = true
+	}
+}
+
+// Record is the member's record as last read, and whether any read showed it.
+func (t *MemberTracker) Record(worker string) (Member, bool) {
+	m, ok := t.last[worker]
+	return m, ok
 }
 
 // Live returns the members whose heartbeat this tracker has seen move (or whose record appeared
@@ -170,13 +203,14 @@ func (t *MemberTracker) Quiet(worker string, now time.Time, d time.Duration) boo
 	return ok && Expired(o, now, d)
 }
 
-// Observed returns the members of the last read, each with the counter, changes, incarnation
-// and fenced mark last read, sorted by worker (Group and Stream are not set).
+// Observed returns the members of the last full read (and those a later ObserveSome showed),
+// each as last read, sorted by worker.
 func (t *MemberTracker) Observed() []Member {
 	out := make([]Member, 0, len(t.obs))
 	for w, o := range t.obs {
 		m := t.last[w]
-		out = append(out, Member{Worker: w, Counter: o.Counter, Changes: m.Changes, Incarnation: m.Incarnation, Fenced: m.Fenced})
+		m.Counter = o.Counter
+		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Worker < out[j].Worker })
 	return out

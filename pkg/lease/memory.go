@@ -279,9 +279,25 @@ func (s *MemoryStore) Join(ctx context.Context, m Member) (Member, error) {
 	if s.members[sk] == nil {
 		s.members[sk] = make(map[string]Member)
 	}
-	m.Counter, m.Fenced = 1, false
+	m.Counter, m.Fenced, m.Asked = 1, false, 0
 	s.members[sk][m.Worker] = m
 	return m, nil
+}
+
+// NotifyMember implements Store.
+func (s *MemoryStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	m := Member{Group: group, Stream: stream, Worker: worker}
+	if err := s.beforeMember(ctx, OpNotifyMember, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	members := s.members[streamKey{group, stream}]
+	if cur, ok := members[worker]; ok {
+		cur.Asked++
+		members[worker] = cur
+	}
+	return nil
 }
 
 // Heartbeat implements Store.
@@ -297,9 +313,18 @@ func (s *MemoryStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 		return Member{}, &ConditionError{Op: OpHeartbeat, Key: m.Key(), Err: ErrMemberFenced}
 	}
 	cur.Counter++
-	cur.Changes = m.Changes
+	cur.Changes, cur.Roster, cur.Seen = m.Changes, m.Roster, m.Seen
 	members[m.Worker] = cur
 	return cur, nil
+}
+
+// LeadingMembers implements Store.
+func (s *MemoryStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
+	all, err := s.memberList(ctx, OpLeading, group, stream)
+	if err != nil {
+		return nil, err
+	}
+	return all[:min(max(n, 0), len(all))], nil
 }
 
 // FenceMember implements Store.
@@ -324,7 +349,12 @@ func (s *MemoryStore) FenceMember(ctx context.Context, observed Member) error {
 
 // Members implements Store.
 func (s *MemoryStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
-	if err := s.before(ctx, OpMembers, Key{Group: group, Stream: stream}, false); err != nil {
+	return s.memberList(ctx, OpMembers, group, stream)
+}
+
+// memberList is every member record of the group on the stream, ordered by worker.
+func (s *MemoryStore) memberList(ctx context.Context, op, group, stream string) ([]Member, error) {
+	if err := s.before(ctx, op, Key{Group: group, Stream: stream}, false); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

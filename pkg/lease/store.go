@@ -185,12 +185,13 @@ type Store interface {
 	// not at ShardEnd; a lease already gone is not an error.
 	DeleteFinished(ctx context.Context, observed Lease) error
 
-	// Join writes m's member record afresh: Counter 1, m's Changes and Incarnation (which
-	// must not be 0), not fenced. It replaces any record of the worker, which fences an
+	// Join writes m's member record afresh: Counter 1, m's Changes, Roster, Seen and
+	// Incarnation (which must not be 0), Asked 0, not fenced. It replaces any record of the worker, which fences an
 	// earlier incarnation of it for good (its heartbeats then fail).
 	Join(ctx context.Context, m Member) (Member, error)
 
-	// Heartbeat increments the Counter of m's member record and sets its Changes to m's,
+	// Heartbeat increments the Counter of m's member record and sets its Changes, Roster and
+	// Seen to m's,
 	// provided the record is of m's Incarnation and not fenced, and returns the record as
 	// stored. Returns ErrMemberFenced otherwise (also when the record is gone): that
 	// incarnation can never heartbeat again, and the worker Joins as a new one.
@@ -204,6 +205,16 @@ type Store interface {
 
 	// Members returns every member record of the group on the stream, ordered by worker.
 	Members(ctx context.Context, group, stream string) ([]Member, error)
+
+	// NotifyMember moves the Asked count of worker's member record (see Member.Asked); a
+	// record that is not there is left so, and is not an error.
+	NotifyMember(ctx context.Context, group, stream, worker string) error
+
+	// LeadingMembers returns the first n member records of the group on the stream in
+	// worker order (fewer if there are fewer): what a member reads at a lease sync when
+	// another reads them all for it (Member.Roster), at a cost that does not grow with the
+	// group.
+	LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error)
 
 	// RemoveMember deletes the member's record, provided its Counter is still observed's: a
 	// worker leaving removes its own record, so that the others count it out at once, and any

@@ -112,6 +112,7 @@ type count struct {
 	reads, writes int64 // lease-store calls that reached the table: List and Members; the others
 	failed        int64 // writes whose condition failed
 	rcu, wcu      int64
+	memberItems   int64 // member records read (Members and LeadingMembers)
 }
 
 func (c *count) add(o count) {
@@ -120,10 +121,11 @@ func (c *count) add(o count) {
 	c.failed += o.failed
 	c.rcu += o.rcu
 	c.wcu += o.wcu
+	c.memberItems += o.memberItems
 }
 
 func (c count) minus(o count) count {
-	return count{c.reads - o.reads, c.writes - o.writes, c.failed - o.failed, c.rcu - o.rcu, c.wcu - o.wcu}
+	return count{c.reads - o.reads, c.writes - o.writes, c.failed - o.failed, c.rcu - o.rcu, c.wcu - o.wcu, c.memberItems - o.memberItems}
 }
 
 // meter holds the running totals; snapshots of it, taken at the edges of a window, give the
@@ -279,7 +281,7 @@ func ones(d int) int64 {
 	return n
 }
 
-func (m *meter) members(who int, group, stream string, out []lease.Member, err error) {
+func (m *meter) members(who int, op, group, stream string, out []lease.Member, err error) {
 	if !sent(err) {
 		return
 	}
@@ -288,7 +290,7 @@ func (m *meter) members(who int, group, stream string, out []lease.Member, err e
 		bytes += lease.DynamoDBMemberItemSize(mb)
 	}
 	u := queryUnits(bytes)
-	m.charge(who, lease.OpMembers, count{reads: 1, rcu: u},
+	m.charge(who, op, count{reads: 1, rcu: u, memberItems: int64(len(out))},
 		map[string]count{lease.DynamoDBMemberPartitionKey(group, stream): {rcu: u}})
 }
 

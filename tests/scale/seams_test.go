@@ -253,6 +253,15 @@ func (s *countingStore) beat(ctx context.Context, op string, m lease.Member,
 	return out, err
 }
 
+func (s *countingStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	if err := s.g.enter(ctx); err != nil {
+		return err
+	}
+	err := s.s.NotifyMember(ctx, group, stream, worker)
+	s.m.write(s.who, lease.OpNotifyMember, err, memberWrite(lease.Member{Group: group, Stream: stream, Worker: worker, Counter: 1}))
+	return err
+}
+
 func (s *countingStore) FenceMember(ctx context.Context, observed lease.Member) error {
 	if err := s.g.enter(ctx); err != nil {
 		return err
@@ -267,7 +276,16 @@ func (s *countingStore) Members(ctx context.Context, group, stream string) ([]le
 		return nil, err
 	}
 	out, err := s.s.Members(ctx, group, stream)
-	s.m.members(s.who, group, stream, out, err)
+	s.m.members(s.who, lease.OpMembers, group, stream, out, err)
+	return out, err
+}
+
+func (s *countingStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
+	if err := s.g.enter(ctx); err != nil {
+		return nil, err
+	}
+	out, err := s.s.LeadingMembers(ctx, group, stream, n)
+	s.m.members(s.who, lease.OpLeading, group, stream, out, err)
 	return out, err
 }
 

@@ -376,6 +376,11 @@ func (s *simStore) member(ctx context.Context, m lease.Member, call func(context
 	return out, err
 }
 
+func (s *simStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.NotifyMember(ctx, group, stream, worker) })
+	return err
+}
+
 func (s *simStore) FenceMember(ctx context.Context, observed lease.Member) error {
 	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.FenceMember(ctx, observed) })
 	return err
@@ -386,6 +391,16 @@ func (s *simStore) Members(ctx context.Context, group, stream string) ([]lease.M
 	_, err := s.call(ctx, func() (lease.Lease, error) {
 		var err error
 		out, err = s.s.Members(ctx, group, stream)
+		return lease.Lease{}, err
+	})
+	return out, err
+}
+
+func (s *simStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
+	var out []lease.Member
+	_, err := s.call(ctx, func() (lease.Lease, error) {
+		var err error
+		out, err = s.s.LeadingMembers(ctx, group, stream, n)
 		return lease.Lease{}, err
 	})
 	return out, err

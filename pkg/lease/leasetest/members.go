@@ -1,6 +1,8 @@
 package leasetest
 
 import (
+	"strings"
+
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -9,6 +11,9 @@ func memberCases() []testCase {
 		{"JoinThenHeartbeatsCount", testHeartbeat},
 		{"HeartbeatOfAnotherIncarnationFenced", testHeartbeatOtherIncarnation},
 		{"FenceMember", testFenceMember},
+		{"LeadingMembers", testLeadingMembers},
+		{"RosterAndSeenKept", testRosterAndSeen},
+		{"NotifyMember", testNotifyMember},
 		{"FenceMemberThatMoved", testFenceMemberMoved},
 		{"LeaseIncarnation", testLeaseIncarnation},
 		{"MembersOrderedAndIsolated", testMembersIsolation},
@@ -302,5 +307,76 @@ func testLeaseIncarnation(e *env) {
 	other = e.request(other, "worker-b")
 	if handed := e.handoff(other); handed.Incarnation != 0 {
 		e.t.Fatalf("handed over: Incarnation %d, want 0", handed.Incarnation)
+	}
+}
+
+func testLeadingMembers(e *env) {
+	for _, w := range []string{"worker-d", "worker-b", "worker-a", "worker-c"} {
+		e.heartbeat(e.group, e.stream, w)
+	}
+	e.heartbeat(e.group+"-other", e.stream, "worker-0")
+	for n, want := range map[int]string{0: "", 1: "worker-a", 3: "worker-a,worker-b,worker-c", 9: "worker-a,worker-b,worker-c,worker-d"} {
+		got, err := e.s.LeadingMembers(e.ctx, e.group, e.stream, n)
+		var names []string
+		for _, m := range got {
+			names = append(names, m.Worker)
+		}
+		if err != nil || strings.Join(names, ",") != want {
+			e.t.Fatalf("LeadingMembers(%d) = %v, %v; want %q", n, names, err, want)
+		}
+	}
+}
+
+// testRosterAndSeen: a Join and a Heartbeat store the Roster and Seen they are given, and
+// Members and LeadingMembers return them.
+func testRosterAndSeen(e *env) {
+	m := lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Incarnation: 9, Roster: -77, Seen: 5}
+	joined, err := e.s.Join(e.ctx, m)
+	if err != nil || joined.Roster != -77 || joined.Seen != 5 {
+		e.t.Fatalf("Join = %+v, %v; want Roster -77 and Seen 5", joined, err)
+	}
+	m.Roster, m.Seen = 12345678901234, 6
+	beat, err := e.s.Heartbeat(e.ctx, m)
+	if err != nil || beat.Roster != m.Roster || beat.Seen != 6 || beat.Counter != 2 {
+		e.t.Fatalf("Heartbeat = %+v, %v; want Roster %d, Seen 6, Counter 2", beat, err, m.Roster)
+	}
+	for _, read := range [][]lease.Member{e.members(e.group, e.stream), e.leading(1)} {
+		if len(read) != 1 || read[0] != beat {
+			e.t.Fatalf("read back %+v, want [%+v]", read, beat)
+		}
+	}
+}
+
+func (e *env) leading(n int) []lease.Member {
+	e.t.Helper()
+	ms, err := e.s.LeadingMembers(e.ctx, e.group, e.stream, n)
+	if err != nil {
+		e.t.Fatalf("LeadingMembers(%d): %v", n, err)
+	}
+	return ms
+}
+
+// testNotifyMember: NotifyMember moves Asked, a Heartbeat keeps it, a Join starts it over, and
+// a member with no record is not made one.
+func testNotifyMember(e *env) {
+	m := e.heartbeat(e.group, e.stream, "worker-a")
+	for range 2 {
+		if err := e.s.NotifyMember(e.ctx, e.group, e.stream, "worker-a"); err != nil {
+			e.t.Fatalf("NotifyMember: %v", err)
+		}
+	}
+	beat := e.heartbeat(e.group, e.stream, "worker-a")
+	if beat.Asked != 2 || beat.Counter != m.Counter+1 {
+		e.t.Fatalf("Heartbeat after two NotifyMember = %+v, want Asked 2 and the counter moved", beat)
+	}
+	if err := e.s.NotifyMember(e.ctx, e.group, e.stream, "worker-none"); err != nil {
+		e.t.Fatalf("NotifyMember of a member with no record: %v, want nil", err)
+	}
+	if got := e.members(e.group, e.stream); len(got) != 1 {
+		e.t.Fatalf("Members after notifying a member with no record = %+v, want worker-a alone", got)
+	}
+	again, err := e.s.Join(e.ctx, lease.Member{Group: e.group, Stream: e.stream, Worker: "worker-a", Incarnation: m.Incarnation + 1})
+	if err != nil || again.Asked != 0 {
+		e.t.Fatalf("Join = %+v, %v; want Asked 0", again, err)
 	}
 }

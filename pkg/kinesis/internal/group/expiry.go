@@ -25,10 +25,18 @@ import (
 // that a missed heartbeat brings, two lease syncs later.
 
 // expiredByHeartbeat reports whether l expired by its owner's heartbeats, and the owner's
-// record as last read (for fenceOwner).
+// record as last read (for fenceOwner): its record is fenced at the lease's incarnation (the
+// worker that fenced it waited LeaseDuration first, see fenceGone), or this worker read the
+// owner's heartbeats and they stood still for LeaseDuration.
 func (c *Subscription) expiredByHeartbeat(l lease.Lease, now time.Time) (lease.Member, bool) {
 	if l.Owner == "" || l.Owner == c.cfg.WorkerID || l.Incarnation == 0 {
 		return lease.Member{}, false
+	}
+	if m, ok := c.members.Record(l.Owner); ok && m.Fenced && m.Incarnation == l.Incarnation {
+		return m, true
+	}
+	if !c.readSet[l.Owner] {
+		return lease.Member{}, false // its heartbeats are not read at every sync here: not timed
 	}
 	since, m, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
 	return m, ok && now.Sub(since) >= c.cfg.LeaseDuration
@@ -53,7 +61,7 @@ func (c *Subscription) fenceOwner(m lease.Member, fenced map[string]bool) bool {
 	fields := c.logFields().Add(watermill.LogFields{"member": m.Worker, "incarnation": m.Incarnation, "counter": m.Counter})
 	switch {
 	case err == nil:
-		c.cfg.Logger.Info("Fenced a member whose heartbeat stood still for LeaseDuration, to take its leases", fields)
+		c.cfg.Logger.Info("Fenced a member whose heartbeat stood still for LeaseDuration: its leases may be taken", fields)
 	case errors.Is(err, lease.ErrMemberChanged):
 		c.cfg.Logger.Debug("Member not fenced: its heartbeat moved", fields)
 		c.listSoon = true
@@ -70,11 +78,11 @@ func (c *Subscription) nextHeartbeatExpiry(watch func(owner string) bool, now ti
 	var next time.Time
 	found := false
 	for _, l := range c.leases {
-		if l.Owner == "" || l.Incarnation == 0 || !watch(l.Owner) {
+		if l.Owner == "" || l.Incarnation == 0 || !watch(l.Owner) || !c.readSet[l.Owner] {
 			continue
 		}
-		since, _, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
-		if at := since.Add(c.cfg.LeaseDuration); ok && at.After(now) && (!found || at.Before(next)) {
+		since, m, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
+		if at := since.Add(c.cfg.LeaseDuration); ok && !m.Fenced && at.After(now) && (!found || at.Before(next)) {
 			next, found = at, true
 		}
 	}

@@ -41,6 +41,12 @@ type heartbeat struct {
 // Safe from any goroutine (the readers call it too).
 func (c *Subscription) changed() {
 	c.changes.Add(1)
+	c.nudgeHeartbeat()
+}
+
+// nudgeHeartbeat has beat heartbeat at once (at most once between two scheduled heartbeats),
+// for a move of what the heartbeat carries. Safe from any goroutine.
+func (c *Subscription) nudgeHeartbeat() {
 	select {
 	case c.hb.nudge <- struct{}{}:
 	default: // a nudged heartbeat is pending already, and it carries this move too
@@ -76,6 +82,7 @@ func quietMember(cfg Config) time.Duration { return 3 * heartbeatInterval(cfg) /
 func (c *Subscription) heartbeatOnce() error {
 	m := c.lastMember()
 	m.Group, m.Stream, m.Worker, m.Changes = c.cfg.Group, c.cfg.Stream, c.cfg.WorkerID, c.changes.Load()
+	m.Roster, m.Seen = c.pubRoster.Load(), c.pubSeen.Load()
 	ctx, cancel := c.callContext()
 	defer cancel()
 	sent := c.cfg.Clock.Now()
@@ -97,6 +104,15 @@ func (c *Subscription) heartbeatOnce() error {
 	c.vouch.succeeded(got, sent)
 	c.hb.mu.Lock()
 	first := c.hb.member.Counter == 0
+	if got.Asked != c.hb.member.Asked && got.Incarnation == c.hb.member.Incarnation {
+		// Another worker asked for a lease of this one: a lease sync now lists the leases,
+		// and the readers asked hand over.
+		c.askedOf.Store(true)
+		select {
+		case c.askedNow <- struct{}{}:
+		default:
+		}
+	}
 	c.hb.member = got
 	c.hb.mu.Unlock()
 	if first { // the first heartbeat that succeeds, at start or later from beat

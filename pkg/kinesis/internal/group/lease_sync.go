@@ -156,6 +156,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		c.learnFromLeases()
 		c.fenceReaders()
 	}
+	c.fenceGone(now, members)
 	me := c.cfg.WorkerID
 	for id, l := range c.leases {
 		// Asked for under this worker's id before a restart: wait for it as for any lease
@@ -240,9 +241,13 @@ func (c *Subscription) takePlanned(list []lease.Lease, plan lease.SharePlan, now
 			started = append(started, r)
 		}
 	}
+	asked := map[string]bool{}
 	for _, l := range plan.Ask {
-		c.ask(l)
+		if c.ask(l) {
+			asked[l.Owner] = true
+		}
 	}
+	c.notifyAsked(asked)
 	return started
 }
 
@@ -255,7 +260,8 @@ func (c *Subscription) takePlanned(list []lease.Lease, plan lease.SharePlan, now
 func leaseListMaxAge(cfg Config) time.Duration { return 30 * cfg.LeaseSyncInterval }
 
 // leaseListDue: the lease sync lists the leases, because no lease sync of this worker did yet,
-// something changed since (a member counted out or whose record went; another member's Changes,
+// another worker asked for one of this worker's leases (Member.Asked moved), something changed
+// since (a member counted out or whose record went; another member's Changes,
 // moved when it created or released leases, asked for one, or a reader of it paused; a member
 // that went quiet; a reader of this worker that exited; a take or request that failed; a member
 // read that failed, which may have hidden any of these), the last plan left this worker below
@@ -268,7 +274,7 @@ func leaseListMaxAge(cfg Config) time.Duration { return 30 * cfg.LeaseSyncInterv
 // in TestConcurrentSubscribe on dynalite, 50 subscriptions opened one after another made 1,188
 // of the 2,635 listings, and the lease store was the bottleneck of the run.
 func (c *Subscription) leaseListDue(now time.Time, live []string) bool {
-	return !c.syncListed || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||
+	return !c.syncListed || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) || c.askedOf.Swap(false) ||
 		anyGone(c.liveAtList, live) || anyGone(c.recordsAtList, c.memberRecords()) ||
 		changesMoved(c.memberChanges(), c.changesAtList) || now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
 }

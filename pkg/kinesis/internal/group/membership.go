@@ -10,13 +10,18 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// memberChanges are the other members' lease.Member.Changes as last read.
+// memberChanges are what makes this worker list the leases when it moves: the other members'
+// lease.Member.Changes as last read, for a reader of all; for another member, the Changes of
+// the records it read at this sync and the leader's Seen (the sum of everyone's), under "".
 func (c *Subscription) memberChanges() map[string]int64 {
 	ch := map[string]int64{}
 	for _, m := range c.members.Observed() {
-		if m.Worker != c.cfg.WorkerID {
+		if m.Worker != c.cfg.WorkerID && (c.readsAll || c.readSet[m.Worker]) {
 			ch[m.Worker] = m.Changes
 		}
+	}
+	if !c.readsAll {
+		ch[""] = c.leaderSeen
 	}
 	return ch
 }
@@ -32,30 +37,32 @@ func (c *Subscription) memberRecords() []string {
 	return ws
 }
 
-// newlyQuiet: a member other than this one missed a heartbeat (quietMember) at a counter for
-// which the leases have not been listed yet. Listing now sees its leases' last counters, so
-// that, if it crashed, they expire LeaseDuration after its last writes were first seen, not
-// after the next listing.
+// newlyQuiet: a member other than this one, read at this sync, missed a heartbeat
+// (quietMember) at a counter for which the leases have not been listed yet. Listing now sees its
+// leases' last counters, so that, if it crashed, they expire LeaseDuration after its last writes
+// were first seen, not after the next listing.
 func (c *Subscription) newlyQuiet(now time.Time) bool {
 	found := false
-	for _, m := range c.members.Observed() {
-		if m.Worker == c.cfg.WorkerID || !c.members.Quiet(m.Worker, now, quietMember(c.cfg)) {
-			delete(c.quietListed, m.Worker)
+	for _, w := range c.readNow {
+		m, _ := c.members.Record(w)
+		if w == c.cfg.WorkerID || !c.members.Quiet(w, now, quietMember(c.cfg)) {
+			delete(c.quietListed, w)
 			continue
 		}
-		if at, ok := c.quietListed[m.Worker]; !ok || at != m.Counter {
-			c.quietListed[m.Worker] = m.Counter
+		if at, ok := c.quietListed[w]; !ok || at != m.Counter {
+			c.quietListed[w] = m.Counter
 			found = true
 		}
 	}
 	return found
 }
 
-// aliveMembers are the members counted for the shares that have not missed a heartbeat.
+// aliveMembers are the members counted for the shares that have not missed a heartbeat (of
+// those read at this sync: the others as the leader saw them).
 func (c *Subscription) aliveMembers(now time.Time) map[string]bool {
 	alive := map[string]bool{}
-	for _, w := range c.members.Live(now, memberFresh(c.cfg)) {
-		if !c.members.Quiet(w, now, quietMember(c.cfg)) {
+	for _, w := range c.liveMembers(now) {
+		if !c.readSet[w] || !c.members.Quiet(w, now, quietMember(c.cfg)) {
 			alive[w] = true
 		}
 	}
@@ -69,25 +76,46 @@ func (c *Subscription) aliveMembers(now time.Time) map[string]bool {
 const staleMembersAfter = 6
 
 // syncMembers reads the group's members, for the shares of the lease sync that follows and to
-// see members that missed a heartbeat (newlyQuiet). A failure is logged and the lease sync goes
-// on with what the last read showed. The first live member in name order removes the records of members
-// long gone, so that the table does not keep every worker that ever crashed. It returns the
+// see members that missed a heartbeat (newlyQuiet): all of them, or the leading ones and all
+// only when the leader's roster changed (see roster.go). A failure is logged and the lease
+// sync goes on with what the last read showed. The first live member in name order removes
+// the records of members long gone, so that the table does not keep every worker that ever
+// crashed (and, once the leases are listed, fences those gone: fenceGone). It returns the
 // live members, for the shares.
 func (c *Subscription) syncMembers() []string {
-	ctx, cancel := c.callContext()
-	members, err := c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.cfg.Stream)
-	cancel()
+	full := c.fullReadDue()
+	members, err := c.readMembers(full)
 	if err != nil {
 		c.cfg.Logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
 		c.listSoon = true
-		return c.members.Live(c.cfg.Clock.Now(), memberFresh(c.cfg))
+		return c.liveMembers(c.cfg.Clock.Now())
 	}
 	now := c.cfg.Clock.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
-	c.members.Observe(members, now)
-	live := c.members.Live(now, memberFresh(c.cfg))
+	if !full {
+		c.members.ObserveSome(members, now)
+		c.setReadNow(members)
+		roster, seen, ok := c.leaderRoster(now)
+		c.leaderSeen = seen
+		if !ok || roster != c.rosterRead {
+			// No leader publishes, or its roster is not the one this worker last read: read
+			// them all now.
+			if all, err := c.readMembers(true); err == nil {
+				members, full = all, true
+			}
+		}
+	}
+	if full {
+		c.members.Observe(members, now)
+		c.setReadNow(members)
+		c.rosterRead = rosterDigest(members)
+		c.fullReads++
+	}
+	live := c.liveMembers(now)
+	c.decideRole(live)
+	c.publish(members, full)
 	c.logMemberChanges(live, members)
-	if len(live) == 0 || live[0] != c.cfg.WorkerID {
+	if !full || len(live) == 0 || live[0] != c.cfg.WorkerID {
 		return live
 	}
 	// One record per sync: a backlog of them (DeleteItem denied for a while) must not hold
@@ -96,6 +124,26 @@ func (c *Subscription) syncMembers() []string {
 		c.removeMember(stale[0], "Removed the member record of a member long gone")
 	}
 	return live
+}
+
+// readMembers reads every member record, or the first leadingRead.
+func (c *Subscription) readMembers(all bool) ([]lease.Member, error) {
+	ctx, cancel := c.callContext()
+	defer cancel()
+	if all {
+		return c.cfg.LeaseStore.Members(ctx, c.cfg.Group, c.cfg.Stream)
+	}
+	return c.cfg.LeaseStore.LeadingMembers(ctx, c.cfg.Group, c.cfg.Stream, leadingRead)
+}
+
+// setReadNow records which workers' records this sync read.
+func (c *Subscription) setReadNow(records []lease.Member) {
+	c.readNow = make([]string, len(records))
+	c.readSet = make(map[string]bool, len(records))
+	for i, m := range records {
+		c.readNow[i] = m.Worker
+		c.readSet[m.Worker] = true
+	}
 }
 
 // memberFresh is how recently a member's heartbeat must have been seen to move for it to

@@ -67,6 +67,23 @@ type Subscription struct {
 	syncListed bool
 	// listTimeouts counts the lease listings that timed out in a row (refreshLeases).
 	listTimeouts int
+	// readsAll: this member reads every member record at every lease sync (roster.go);
+	// fullReads counts the full reads it made; readNow are the workers whose records the
+	// last read showed, in order: those whose heartbeats this worker can time; rosterRead is
+	// the digest of the last full read, leaderSeen the leader's Seen as last read. pubRoster
+	// and pubSeen are what the heartbeats publish (written by the coordinator, read by the
+	// beat goroutine).
+	readsAll           bool
+	fullReads          int
+	readNow            []string
+	readSet            map[string]bool // readNow as a set
+	rosterRead         int64
+	leaderSeen         int64
+	pubRoster, pubSeen atomic.Int64
+	// askedOf: a heartbeat showed Member.Asked moved (set by the beat goroutine, taken by
+	// leaseListDue); askedNow (buffered, 1) has run make a lease sync at once for it.
+	askedOf  atomic.Bool
+	askedNow chan struct{}
 	// quietListed: members seen quiet (quietMember), with the heartbeat counter they were
 	// quiet at, for which the leases were listed: once per quiet spell.
 	quietListed map[string]int64
@@ -119,6 +136,7 @@ func newSubscription(ctx context.Context, cfg Config) *Subscription {
 		tracker:     lease.NewTracker(),
 		members:     lease.NewMemberTracker(),
 		hb:          heartbeat{nudge: make(chan struct{}, 1)},
+		askedNow:    make(chan struct{}, 1),
 		quietListed: map[string]int64{},
 		asked:       map[string]handoffAsk{},
 		deletable:   map[string]time.Time{},
@@ -205,6 +223,9 @@ func (c *Subscription) run() {
 			c.armExpiry(expiry)
 		case <-expiry.C():
 			c.logIfFailed("syncing leases at a lease's expiry", c.syncReaders())
+			c.armExpiry(expiry)
+		case <-c.askedNow:
+			c.logIfFailed("syncing leases for a handoff request", c.syncReaders())
 			c.armExpiry(expiry)
 		case <-shardSync.C():
 			c.logIfFailed("listing shards", c.syncShards())

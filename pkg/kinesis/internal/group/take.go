@@ -82,20 +82,37 @@ func (c *Subscription) take(l lease.Lease, why, from string) *shard.Reader {
 	return r
 }
 
-// ask marks this worker as the pending owner of a lease of a worker above its share.
-func (c *Subscription) ask(l lease.Lease) {
+// ask marks this worker as the pending owner of a lease of a worker above its share, and
+// reports whether it did.
+func (c *Subscription) ask(l lease.Lease) bool {
 	ctx, cancel := c.callContext()
 	asked, err := c.cfg.LeaseStore.RequestHandoff(ctx, l, c.cfg.WorkerID)
 	cancel()
 	if err != nil {
 		c.cfg.Logger.Debug("Handoff not requested", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		c.listSoon = true
-		return
+		return false
 	}
 	c.changed() // the owner lists at its next lease sync and hands over, not at its next renewal
 	c.cfg.Logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
 	c.leases[l.ShardID] = asked
 	c.asked[l.ShardID] = handoffAsk{at: c.cfg.Clock.Now(), owner: l.Owner}
+	return true
+}
+
+// notifyAsked tells each owner asked for leases at this sync (lease.Store.NotifyMember), once:
+// it sees that in what its next heartbeat returns and lists the leases, which hands them over,
+// where it would otherwise learn of the requests only from its leader's next roster (a lease
+// sync later) or its readers' next renewals. A failure is left to those.
+func (c *Subscription) notifyAsked(owners map[string]bool) {
+	for _, owner := range sortedKeys(owners) {
+		ctx, cancel := c.callContext()
+		err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, owner)
+		cancel()
+		if err != nil {
+			c.cfg.Logger.Debug("Telling an owner of a handoff request failed", c.logFields().Add(watermill.LogFields{"owner": owner, "err": err}))
+		}
+	}
 }
 
 // takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
