@@ -60,12 +60,23 @@ const (
 )
 
 // lfReport logs a figure in the test log and on stdout, so that it shows in the CI log
-// without -v too.
+// without -v too, after the test's label (lfLabel).
 func lfReport(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf("failover: "+format, args...)
+	msg := lfLabel(t) + ": " + fmt.Sprintf(format, args...)
 	t.Log(msg)
 	fmt.Println(msg)
+}
+
+// lfLabel names the test in its figures: "failover" in this file's test, and the name less
+// "TestLive" elsewhere ("rollout/surge_on" in a subtest of TestLiveRollout).
+func lfLabel(t testing.TB) string {
+	name := t.Name()
+	if strings.HasPrefix(name, "TestLiveFailover") {
+		return "failover"
+	}
+	name = strings.TrimPrefix(name, "TestLive")
+	return strings.ToLower(name[:1]) + name[1:]
 }
 
 func lfMS(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
@@ -374,6 +385,20 @@ func (w *lfWorker) stderrLines(s string) []string {
 		}
 	}
 	return lines
+}
+
+// lfWorkerArgs is a worker's command line (less its -worker-id) for a member of group on
+// stream, with the short settings.
+func lfWorkerArgs(env *liveEnv, store *lease.DynamoDBStore, stream, group string) []string {
+	return []string{
+		"-stream", stream, "-group", group, "-lease-table", store.TableName(),
+		"-kinesis-endpoint", env.kinesisEndpoint, "-dynamodb-endpoint", env.dynamoDBEndpoint,
+		"-region", env.awsConfig.Region,
+		"-lease-duration", lfLeaseDuration.String(), "-lease-renew-interval", lfLeaseRenewInterval.String(),
+		"-lease-sync-interval", lfLeaseSyncInterval.String(), "-checkpoint-interval", lfCheckpointInterval.String(),
+		"-poll-interval", lfPollInterval.String(), "-handoff-timeout", lfHandoffTimeout.String(),
+		"-max-in-flight", strconv.Itoa(lfMaxInFlight),
+	}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -916,15 +941,7 @@ func TestLiveFailover_KillPauseClose(t *testing.T) {
 	rec := newLfRecord()
 	mon := startLfMonitor(t, store, group, stream)
 	prod := startLfProducer(t, env, stream, keys)
-	args := []string{
-		"-stream", stream, "-group", group, "-lease-table", store.TableName(),
-		"-kinesis-endpoint", env.kinesisEndpoint, "-dynamodb-endpoint", env.dynamoDBEndpoint,
-		"-region", env.awsConfig.Region,
-		"-lease-duration", lfLeaseDuration.String(), "-lease-renew-interval", lfLeaseRenewInterval.String(),
-		"-lease-sync-interval", lfLeaseSyncInterval.String(), "-checkpoint-interval", lfCheckpointInterval.String(),
-		"-poll-interval", lfPollInterval.String(), "-handoff-timeout", lfHandoffTimeout.String(),
-		"-max-in-flight", strconv.Itoa(lfMaxInFlight),
-	}
+	args := lfWorkerArgs(env, store, stream, group)
 	lfReport(t, "settings: LeaseDuration %s, LeaseRenewInterval %s, LeaseSyncInterval %s, CheckpointInterval %s, PollInterval %s, HandoffTimeout %s, MaxInFlight %d (production defaults: 10s, 3.3s, 2s, 5s, 400ms, 10s, 1); %d shards, %d keys, %d records/s",
 		lfLeaseDuration, lfLeaseRenewInterval, lfLeaseSyncInterval, lfCheckpointInterval, lfPollInterval, lfHandoffTimeout, lfMaxInFlight,
 		lfShards, len(keys), int(float64(len(keys))*float64(time.Second)/float64(lfProduceEvery)))
@@ -1196,6 +1213,7 @@ func lfCheckAtLeastOnce(t *testing.T, p *lfProducer, deliveries []lfDelivery, ke
 // in flight when it lost the lease: at most MaxInFlight deliveries at the end of a tenure that
 // ended lost. That is the resumed worker's allowance: a send its reader was blocked in when the
 // process was stopped may complete when it resumes, before the reader sees its lease deadline.
+// tCont is when the paused worker was resumed; a test without a pause passes the zero time.
 func lfCheckTenures(t *testing.T, tenures []*lfTenure, acquired map[[2]string]int, holds []lfHeld, tCont time.Time) {
 	t.Helper()
 	problems := 0
@@ -1219,7 +1237,7 @@ func lfCheckTenures(t *testing.T, tenures []*lfTenure, acquired map[[2]string]in
 				report("%s delivered %s:%d after %s:%d within one tenure of %s", d.worker, d.key, d.n, p.key, p.n, d.shard)
 			}
 			last[d.key] = d
-			if te.end == "lost" && !d.t.Before(tCont) {
+			if !tCont.IsZero() && te.end == "lost" && !d.t.Before(tCont) {
 				resumed++
 			}
 			inFlight := te.end == "lost" && i >= len(te.deliveries)-lfMaxInFlight
@@ -1240,8 +1258,12 @@ func lfCheckTenures(t *testing.T, tenures []*lfTenure, acquired map[[2]string]in
 			report("%s delivered %s in %d tenures but acquired it %d times", ws[0], ws[1], n, acquired[ws])
 		}
 	}
-	lfReport(t, "order: %d tenures; each key in order without gaps within a tenure, no tenure without an acquisition, no delivery while the lease table shows another owner: %s; the resumed worker delivered %d records of its lost shards after SIGCONT (in flight; allowed %d per shard)",
-		len(tenures), lfVerdict(problems == 0), afterResume, lfMaxInFlight)
+	resume := ""
+	if !tCont.IsZero() {
+		resume = fmt.Sprintf("; the resumed worker delivered %d records of its lost shards after SIGCONT (in flight; allowed %d per shard)", afterResume, lfMaxInFlight)
+	}
+	lfReport(t, "order: %d tenures; each key in order without gaps within a tenure, no tenure without an acquisition, no delivery while the lease table shows another owner: %s%s",
+		len(tenures), lfVerdict(problems == 0), resume)
 	if problems > 10 {
 		t.Errorf("%d tenure and order problems in all", problems)
 	}

@@ -72,6 +72,13 @@ func TestGroupMembership(t *testing.T) {
 	if got := memberNames(t, w); !slices.Equal(got, []string{"w1", "w2"}) {
 		t.Fatalf("members after w3 closed: %v, want its record removed", got)
 	}
+	// w3 told the members with the fewest leases that it left: they read the members and
+	// list at their next heartbeat, not a lease sync after the leader's roster shows it.
+	left := w.runUntil("spread over w1 and w2 after w3 closed", 2*grpSyncInterval, func() bool { return w.spread("w1", "w2") })
+	t.Logf("w3 closed: its shards read by w1 and w2 %s after Close returned (%s)", left, w.counts("w1", "w2"))
+	if left > grpSyncInterval/2 {
+		t.Errorf("w3's shards were read again %s after it closed, want within a heartbeat interval (%s)", left, grpSyncInterval/2)
+	}
 
 	// w1 crashes: its record stays until the first live member (w2) finds it stale.
 	crashedAt := w.now()

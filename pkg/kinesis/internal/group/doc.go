@@ -1,7 +1,8 @@
 // Package group is a subscription's coordinator: for one Subscribe call, the goroutine that
 // lists shards and leases, decides which shards this member reads (fair share, handoff
 // requests, expired leases, children after a reshard), starts and fences the readers, keeps
-// the member's heartbeat in the lease table, cleans up the leases of finished shards, and
+// the member's heartbeat in the lease table (and, as the group's leader or deputy, reads and
+// summarises every member's: roster.go), cleans up the leases of finished shards, and
 // finds or registers the stream consumer of enhanced fan-out. Without a consumer group it
 // starts a reader per shard and follows reshards, with no leases.
 //

@@ -108,6 +108,7 @@ func (c *Subscription) heartbeatOnce() error {
 		// Another worker asked for a lease of this one: a lease sync now lists the leases,
 		// and the readers asked hand over.
 		c.askedOf.Store(true)
+		c.readAllSoon.Store(true)
 		select {
 		case c.askedNow <- struct{}{}:
 		default:

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -207,4 +208,35 @@ func (c *Subscription) leave() {
 		return
 	}
 	c.cfg.Logger.Info("Left the group: member record removed", c.logFields())
+	c.notifyHeirs(ctx)
+}
+
+// notifyHeirs tells the members most likely to take this worker's released leases
+// (lease.Store.NotifyMember): those holding the fewest, one per lease, at most all of them.
+// They see it in what their next heartbeat returns, read the members and list the leases at
+// once, rather than a lease sync after the leader's roster shows this member gone.
+func (c *Subscription) notifyHeirs(ctx context.Context) {
+	held, mine := map[string]int{}, 0
+	for _, l := range c.leases {
+		switch l.Owner {
+		case c.cfg.WorkerID:
+			mine++
+		case "":
+		default:
+			held[l.Owner]++
+		}
+	}
+	var heirs []string
+	for _, w := range c.liveMembers(c.cfg.Clock.Now()) {
+		if w != c.cfg.WorkerID {
+			heirs = append(heirs, w)
+		}
+	}
+	slices.SortStableFunc(heirs, func(a, b string) int { return held[a] - held[b] })
+	for _, w := range heirs[:min(mine, len(heirs))] {
+		if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
+			c.cfg.Logger.Debug("Telling a member of the leases released failed", c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
+			return
+		}
+	}
 }

@@ -44,9 +44,11 @@ const (
 
 // fullReadDue: this sync reads every member record. The first two reads of a subscription are
 // full (the second is the one before its first plan, which must count everyone starting with
-// it), and so are all of a member's reads while it is among the first allReaders live members.
+// it), and so are all of a member's reads while it is among the first allReaders live members,
+// and the first after another member told it of a change (Member.Asked moved: a request for
+// one of its leases, or leases released by a member that left and its record gone).
 func (c *Subscription) fullReadDue() bool {
-	return c.fullReads < 2 || c.readsAll
+	return c.fullReads < 2 || c.readsAll || c.readAllSoon.Swap(false)
 }
 
 // leaderRoster is the Roster published by the first member of the last leading read that is

@@ -82,8 +82,9 @@ type Subscription struct {
 	pubRoster, pubSeen atomic.Int64
 	// askedOf: a heartbeat showed Member.Asked moved (set by the beat goroutine, taken by
 	// leaseListDue); askedNow (buffered, 1) has run make a lease sync at once for it.
-	askedOf  atomic.Bool
-	askedNow chan struct{}
+	askedOf     atomic.Bool
+	readAllSoon atomic.Bool // set with askedOf, taken by fullReadDue
+	askedNow    chan struct{}
 	// quietListed: members seen quiet (quietMember), with the heartbeat counter they were
 	// quiet at, for which the leases were listed: once per quiet spell.
 	quietListed map[string]int64
