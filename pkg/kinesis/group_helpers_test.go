@@ -681,8 +681,17 @@ func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, 
 // start starts an instance: Subscribe takes what leases it should before it returns.
 func (w *grpWorld) start(id string) *grpWorker {
 	w.t.Helper()
+	return w.startWith(id, nil)
+}
+
+// startWith is start with the instance's configuration changed by tune (if not nil) first.
+func (w *grpWorld) startWith(id string, tune func(*kinesis.SubscriberConfig)) *grpWorker {
+	w.t.Helper()
 	w.bumpEpoch()
 	wk, cfg := w.newWorker(id, w.e.log)
+	if tune != nil {
+		tune(&cfg)
+	}
 	sub, err := kinesis.NewSubscriber(cfg, wk.logs.worker(id))
 	if err != nil {
 		w.t.Fatalf("NewSubscriber %s: %v", id, err)

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -270,6 +271,62 @@ func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
 	}
 	if max := int(to.Sub(from)/grpLeaseDuration) + 3; lists > max {
 		t.Errorf("w2 listed the leases %d times in %s, want at most %d (about once per LeaseDuration)", lists, to.Sub(from), max)
+	}
+	w.close(w2)
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
+
+// A member record of a version older than the bucketed layout (lease.Member.Legacy) is never
+// counted, and the first live member removes it once it has not moved for the stale interval,
+// as it does the records of members long gone.
+func TestGroupRemovesLegacyMemberRecords(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 4)
+	if _, err := w.e.store.Join(context.Background(), lease.Member{Group: subGroup, Stream: w.e.stream, Worker: "w0-old",
+		Incarnation: 1, Legacy: true}); err != nil {
+		t.Fatal(err)
+	}
+	w1 := w.start("w1")
+	w.runUntil("w1 reads every shard", 2*grpSyncInterval, func() bool { return len(w.owned("w1")) == 4 })
+	removed := w.runUntil("the legacy record removed", 7*grpLeaseDuration, func() bool {
+		return slices.Equal(memberNames(t, w), []string{"w1"})
+	})
+	t.Logf("legacy member record removed %s after w1 subscribed; w1 read all 4 shards meanwhile", removed)
+	if removed < 6*grpLeaseDuration-grpSyncInterval {
+		t.Errorf("legacy record removed after %s, before it was stale (6 lease durations)", removed)
+	}
+	w.close(w1)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
+
+// At a short LeaseSyncInterval the heartbeats are bounded: every 250 ms at most, plus at most
+// one nudged heartbeat between two scheduled ones, so at most 8 member writes a second per
+// member, whatever the syncs and the lease changes.
+func TestMembershipHeartbeatsBoundedAtShortSyncs(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 16)
+	w.publishing = true
+	short := func(c *kinesis.SubscriberConfig) { c.Group.LeaseSyncInterval = 100 * time.Millisecond }
+	w1 := w.startWith("w1", short)
+	w2 := w.startWith("w2", short)
+	from := w.now()
+	w.steps(20 * time.Second)
+	to := w.now()
+	for _, wk := range []*grpWorker{w1, w2} {
+		beats := 0
+		for _, o := range wk.store.opsOf("", "") {
+			if (o.op == lease.OpJoin || o.op == lease.OpHeartbeat) && !o.at.Before(from) && o.at.Before(to) {
+				beats++
+			}
+		}
+		perSec := float64(beats) / to.Sub(from).Seconds()
+		t.Logf("%s: %d heartbeats in %s at a 100 ms LeaseSyncInterval: %.1f a second", wk.id, beats, to.Sub(from), perSec)
+		if perSec > 8 {
+			t.Errorf("%s heartbeated %.1f times a second, want at most 8 (every 250 ms, plus one nudge between two)", wk.id, perSec)
+		}
 	}
 	w.close(w2)
 	w.close(w1)

@@ -506,7 +506,8 @@ func TestDynamoDBStoreGroupNameWithSeparator(t *testing.T) {
 }
 
 // TestDynamoDBStoreMembersOfThisLayout: the member record of a worker of an earlier version
-// (no layout attribute) is not counted: it cannot list the leases once the marker is there.
+// (no layout attribute) comes marked Legacy, so that it is not counted (it cannot list the
+// leases once the marker is there) and can be removed once stale.
 func TestDynamoDBStoreMembersOfThisLayout(t *testing.T) {
 	c := dynamoClient(t)
 	s, table := newTableStore(t, c, c, "oldmember")
@@ -520,8 +521,14 @@ func TestDynamoDBStoreMembersOfThisLayout(t *testing.T) {
 		"counter": &types.AttributeValueMemberN{Value: "4"},
 	})
 	ms, err := s.Members(ctx, "g", "s")
-	if err != nil || len(ms) != 1 || ms[0].Worker != "worker-new" {
-		t.Fatalf("Members = %+v, %v; want worker-new only", ms, err)
+	if err != nil || len(ms) != 2 || ms[0].Worker != "worker-new" || ms[0].Legacy || ms[1].Worker != "worker-old" || !ms[1].Legacy {
+		t.Fatalf("Members = %+v, %v; want worker-new, and worker-old marked Legacy", ms, err)
+	}
+	if err := s.RemoveMember(ctx, ms[1]); err != nil {
+		t.Fatalf("RemoveMember of the legacy record: %v", err)
+	}
+	if ms, err := s.Members(ctx, "g", "s"); err != nil || len(ms) != 1 || ms[0].Worker != "worker-new" {
+		t.Fatalf("Members after removing the legacy record = %+v, %v; want worker-new only", ms, err)
 	}
 }
 

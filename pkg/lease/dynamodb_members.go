@@ -189,9 +189,9 @@ func (s *DynamoDBStore) FenceMember(ctx context.Context, observed Member) error 
 }
 
 // Members implements Store: a strongly consistent Query of the group's member partition. The
-// records of workers of earlier versions (without the layout attribute) are left out: such a
-// worker fails to list the group's leases once the layout marker is there, so it takes no
-// share, and counting it would leave its share unread.
+// records of workers of versions older than the bucketed layout (without the layout attribute)
+// come marked Legacy: such a worker fails to list the group's leases once the layout marker is
+// there, so it takes no share and must not be counted, and its record is removed once stale.
 func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
 	return s.members(ctx, OpMembers, group, stream, 0)
 }
@@ -219,17 +219,16 @@ func (s *DynamoDBStore) members(ctx context.Context, op, group, stream string, n
 	read := 0
 	err := s.queryPartition(ctx, op, key, memberPartitionKey(group, stream), limit, func(item map[string]types.AttributeValue) error {
 		read++
-		if ofThisLayout(item) {
-			m, err := memberFromItem(item)
-			if err == nil && (m.Group != group || m.Stream != stream) {
-				err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
-					m.Group, m.Stream, group, stream)
-			}
-			if err != nil {
-				return s.malformedErr(op, key, err)
-			}
-			out = append(out, m)
+		m, err := memberFromItem(item)
+		if err == nil && (m.Group != group || m.Stream != stream) {
+			err = fmt.Errorf("it names group %q stream %q, but is in the member partition of group %q stream %q",
+				m.Group, m.Stream, group, stream)
 		}
+		if err != nil {
+			return s.malformedErr(op, key, err)
+		}
+		m.Legacy = !ofThisLayout(item)
+		out = append(out, m)
 		if n > 0 && read >= n {
 			return stop
 		}

@@ -42,6 +42,10 @@ type Member struct {
 	// that does not read them all.
 	Roster int64
 	Seen   int64
+	// Legacy: the record was written by a version older than the bucketed lease layout, which
+	// cannot read this layout's leases. It never counts as a member; the group removes it once
+	// it has not moved for a while (MemberTracker.Stale), as any record long gone.
+	Legacy bool
 	// Asked is a count other workers move (NotifyMember) when they asked for one of the
 	// member's leases (RequestHandoff): the member sees it move in what its next heartbeat
 	// returns and lists the leases, so that it hands them over at once, whoever reads the
@@ -171,7 +175,7 @@ func (t *MemberTracker) Record(worker string) (Member, bool) {
 func (t *MemberTracker) Live(now time.Time, fresh time.Duration) []string {
 	var live []string
 	for w, o := range t.obs {
-		if t.moved[w] && !Expired(o, now, fresh) {
+		if t.moved[w] && !Expired(o, now, fresh) && !t.last[w].Legacy {
 			live = append(live, w)
 		}
 	}

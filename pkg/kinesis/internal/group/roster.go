@@ -57,7 +57,7 @@ func (c *Subscription) fullReadDue() bool {
 func (c *Subscription) leaderRoster(now time.Time) (roster, seen int64, ok bool) {
 	for _, w := range c.readNow {
 		m, known := c.members.Record(w)
-		if !known || m.Fenced || m.Roster == 0 || w == c.cfg.WorkerID || c.members.Quiet(w, now, memberFresh(c.cfg)) {
+		if !known || m.Fenced || m.Legacy || m.Roster == 0 || w == c.cfg.WorkerID || c.members.Quiet(w, now, memberFresh(c.cfg)) {
 			continue
 		}
 		return m.Roster, m.Seen, true
@@ -110,7 +110,7 @@ func (c *Subscription) publish(records []lease.Member, full bool) {
 
 // liveMembers are the members counted for the shares. A reader of all judges every member by
 // its heartbeats (lease.MemberTracker.Live). Another member counts every record of its last
-// full read that is not fenced, except one it read at this sync whose heartbeat has not moved
+// full read that is neither fenced nor Legacy, except one it read at this sync whose heartbeat has not moved
 // for memberFresh: the records it does not read it takes as the leader saw them, who fences
 // those gone.
 func (c *Subscription) liveMembers(now time.Time) []string {
@@ -126,7 +126,7 @@ func (c *Subscription) liveMembers(now time.Time) []string {
 	}
 	var live []string
 	for _, m := range c.members.Observed() {
-		if m.Fenced || c.readSet[m.Worker] && m.Worker != c.cfg.WorkerID && c.members.Quiet(m.Worker, now, fresh) {
+		if m.Fenced || m.Legacy || c.readSet[m.Worker] && m.Worker != c.cfg.WorkerID && c.members.Quiet(m.Worker, now, fresh) {
 			continue
 		}
 		live = append(live, m.Worker)
