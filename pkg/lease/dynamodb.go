@@ -195,6 +195,7 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	stored := l.Clone()
 	stored.Generation = 0
 	stored.Counter = 1
+	stored.Incarnation = 0 // no heartbeat vouches for a lease nobody has written as its owner
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
 		Item:                     leaseToItem(stored),

@@ -197,7 +197,7 @@ func (s *DynamoDBStore) Members(ctx context.Context, group, stream string) ([]Me
 }
 
 // LeadingMembers implements Store: a strongly consistent Query of the member partition that
-// stops after n items (fewer are returned where some are of earlier versions).
+// stops after n items.
 func (s *DynamoDBStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
 	if n <= 0 {
 		return []Member{}, nil
@@ -241,19 +241,22 @@ func (s *DynamoDBStore) members(ctx context.Context, op, group, stream string, n
 	return out, nil
 }
 
-// RemoveMember implements Store: one DeleteItem conditioned on the observed counter.
+// RemoveMember implements Store: one DeleteItem conditioned on the observed counter (and
+// incarnation, when observed has one).
 func (s *DynamoDBStore) RemoveMember(ctx context.Context, observed Member) error {
 	if err := s.beforeMember(ctx, OpRemoveMember, observed); err != nil {
 		return err
 	}
+	cond := "attribute_not_exists(#pk) OR #c = :c"
+	names := map[string]string{"#pk": attrPK, "#c": attrCounter}
+	values := map[string]types.AttributeValue{":c": numberValue(observed.Counter)}
+	if observed.Incarnation != 0 {
+		cond = "attribute_not_exists(#pk) OR (#c = :c AND #inc = :inc)"
+		names["#inc"], values[":inc"] = attrIncarnation, numberValue(observed.Incarnation)
+	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      memberKeyItem(observed),
-		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR #c = :c"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#c": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":c": numberValue(observed.Counter),
-		},
+		TableName: aws.String(s.table), Key: memberKeyItem(observed),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	})
 	switch {
 	case isConditionFailed(err):

@@ -96,6 +96,16 @@ func (t *Tracker) Expired(l Lease, now time.Time, leaseDuration time.Duration) b
 	return Expired(o, now, leaseDuration)
 }
 
+// Since is when this tracker first saw l with its current owner, generation and counter; false
+// if its last observation of l's key shows other values, or none.
+func (t *Tracker) Since(l Lease) (time.Time, bool) {
+	o, ok := t.obs[l.Key()]
+	if !ok || o.Owner != l.Owner || o.Generation != l.Generation || o.Counter != l.Counter {
+		return time.Time{}, false
+	}
+	return o.Since, true
+}
+
 // Available reports whether this worker may take l: it is free or its owner has expired, and
 // its shard is not finished (a lease at ShardEnd has nothing left to read; taking it would only
 // churn the table).

@@ -87,8 +87,8 @@ func validateMember(op string, m Member) error {
 	case k.ShardID == "":
 		return fmt.Errorf("lease %s of group %q stream %q: %w: the worker is empty", op, m.Group, m.Stream, errInvalidKey)
 	case m.Incarnation == 0 && (op == OpJoin || op == OpHeartbeat || op == OpFenceMember):
-		return fmt.Errorf("lease %s of worker %q of group %q stream %q: the incarnation is empty (0; a member chooses a random non-zero one when it joins)",
-			op, m.Worker, m.Group, m.Stream)
+		return fmt.Errorf("lease %s of worker %q of group %q stream %q: %w: the incarnation is empty (0; a member chooses a random non-zero one when it joins)",
+			op, m.Worker, m.Group, m.Stream, errInvalidKey)
 	}
 	return nil
 }
@@ -103,8 +103,10 @@ type MemberTracker struct {
 	obs   map[string]Observation
 	last  map[string]Member     // by worker: the record as last read
 	beats map[string][]beatSeen // by worker: the counters of its incarnation, when first seen
-	moved map[string]bool       // workers whose counter this tracker has seen change, or that appeared
-	reads int                   // reads observed
+	// fencedAt is by worker: when a read first showed its record fenced (at its incarnation).
+	fencedAt map[string]time.Time
+	moved    map[string]bool // workers whose counter this tracker has seen change, or that appeared
+	reads    int             // reads observed
 }
 
 // beatSeen is a heartbeat counter of one incarnation and when this tracker first saw it.
@@ -116,7 +118,7 @@ type beatSeen struct {
 // NewMemberTracker returns a MemberTracker that has observed nothing.
 func NewMemberTracker() *MemberTracker {
 	return &MemberTracker{obs: make(map[string]Observation), moved: make(map[string]bool),
-		last: make(map[string]Member), beats: make(map[string][]beatSeen)}
+		last: make(map[string]Member), beats: make(map[string][]beatSeen), fencedAt: make(map[string]time.Time)}
 }
 
 // Observe records a full read of the members (a Members result) made at now. Members missing
@@ -136,6 +138,7 @@ func (t *MemberTracker) Observe(members []Member, now time.Time) {
 			delete(t.moved, w)
 			delete(t.last, w)
 			delete(t.beats, w)
+			delete(t.fencedAt, w)
 		}
 	}
 }
@@ -151,12 +154,28 @@ func (t *MemberTracker) ObserveSome(members []Member, now time.Time) {
 // observeOne records one member record read at now.
 func (t *MemberTracker) observeOne(m Member, now time.Time) {
 	t.observeBeat(m, now)
+	switch prev, known := t.last[m.Worker]; {
+	case !m.Fenced:
+		delete(t.fencedAt, m.Worker)
+	case !known || !prev.Fenced || prev.Incarnation != m.Incarnation:
+		t.fencedAt[m.Worker] = now
+	}
 	t.last[m.Worker] = m
 	prev, known := t.obs[m.Worker]
 	t.obs[m.Worker] = Observe(prev, known, Lease{Owner: m.Worker, Generation: m.Incarnation, Counter: m.Counter}, now)
 	if known && (prev.Counter != m.Counter || prev.Generation != m.Incarnation) || !known && t.reads > 0 {
 		t.moved[m.Worker] = true
 	}
+}
+
+// FencedSince is when a read first showed worker's record fenced at incarnation; false if the
+// last read did not show it so.
+func (t *MemberTracker) FencedSince(worker string, incarnation int64) (time.Time, bool) {
+	m, ok := t.last[worker]
+	if !ok || !m.Fenced || m.Incarnation != incarnation {
+		return time.Time{}, false
+	}
+	return t.fencedAt[worker], true
 }
 
 // Record is the member's record as last read, and whether any read showed it.
@@ -190,7 +209,7 @@ func (t *MemberTracker) Stale(group, stream string, now time.Time, after time.Du
 	var stale []Member
 	for w, o := range t.obs {
 		if Expired(o, now, after) {
-			stale = append(stale, Member{Group: group, Stream: stream, Worker: w, Counter: o.Counter})
+			stale = append(stale, Member{Group: group, Stream: stream, Worker: w, Counter: o.Counter, Incarnation: t.last[w].Incarnation})
 		}
 	}
 	sort.Slice(stale, func(i, j int) bool { return stale[i].Worker < stale[j].Worker })

@@ -379,7 +379,7 @@ func (s *MemoryStore) RemoveMember(ctx context.Context, observed Member) error {
 	switch {
 	case !ok:
 		return nil
-	case cur.Counter != observed.Counter:
+	case cur.Counter != observed.Counter || observed.Incarnation != 0 && cur.Incarnation != observed.Incarnation:
 		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
 	}
 	delete(members, observed.Worker)

@@ -216,7 +216,8 @@ type Store interface {
 	// group.
 	LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error)
 
-	// RemoveMember deletes the member's record, provided its Counter is still observed's: a
+	// RemoveMember deletes the member's record, provided its Counter (and its Incarnation,
+	// when observed's is not 0) is still observed's: a
 	// worker leaving removes its own record, so that the others count it out at once, and any
 	// worker may remove the record of one long gone. Returns ErrMemberChanged if the counter
 	// moved (the member is alive); a record already gone is not an error.

@@ -141,6 +141,11 @@ func testRemoveMemberMoved(e *env) {
 	e.heartbeat(e.group, e.stream, "worker-a")
 	err := e.s.RemoveMember(e.ctx, observed)
 	wantCondition(e.t, err, lease.ErrMemberChanged, lease.OpRemoveMember, observed.Key())
+	// The same counter under another incarnation is another run of the worker: kept.
+	other := observed
+	other.Counter, other.Incarnation = 2, observed.Incarnation+1
+	err = e.s.RemoveMember(e.ctx, other)
+	wantCondition(e.t, err, lease.ErrMemberChanged, lease.OpRemoveMember, observed.Key())
 	if got := e.members(e.group, e.stream); len(got) != 1 || got[0].Counter != 2 {
 		e.t.Fatalf("Members after a refused RemoveMember = %+v, want worker-a with Counter 2", got)
 	}
@@ -261,10 +266,16 @@ func testFenceMemberMoved(e *env) {
 	}
 }
 
-// testLeaseIncarnation: Renew and Checkpoint store the held lease's Incarnation, a handoff
-// request keeps it, and a change of owner clears it.
+// testLeaseIncarnation: Create stores 0, Renew and Checkpoint store the held lease's
+// Incarnation, a handoff request keeps it, and a change of owner clears it.
 func testLeaseIncarnation(e *env) {
-	held := e.take(e.create(e.lease("shardId-000000000000")), "worker-a")
+	fresh := e.lease("shardId-000000000000")
+	fresh.Incarnation = 40
+	created := e.create(fresh)
+	if created.Incarnation != 0 {
+		e.t.Fatalf("created with Incarnation 40: stored %d, want 0", created.Incarnation)
+	}
+	held := e.take(created, "worker-a")
 	if held.Incarnation != 0 {
 		e.t.Fatalf("taken lease has Incarnation %d, want 0", held.Incarnation)
 	}

@@ -90,22 +90,43 @@ func (c *Subscription) nextHeartbeatExpiry(watch func(owner string) bool, now ti
 }
 
 // expiredUnlisted: a lease of a worker that is not alive (counted out, quiet, or without a
-// record) expires now, by its own counter or by its owner's heartbeats, as the last listing
-// showed it. It may have moved since: its owner's heartbeats may stall while its renewals
-// succeed (a hot or throttled member partition, a hung call), and those renewals leave the
-// heartbeats out (Lease.Incarnation 0). Listing first costs one read of the leases; taking on
-// the old listing cost a failed write and a read for each lease, once per LeaseDuration, and
-// fenced an owner that was still alive. (The leases of a live member are judged only by a
-// listing of the same sync anyway.)
+// record), which this worker could take, expires now, by its own counter or by its owner's
+// heartbeats, and the last listing was sent before that moment. It may have moved since: its
+// owner's heartbeats may stall while its renewals succeed (a hot or throttled member
+// partition, a hung call), and those renewals leave the heartbeats out (Lease.Incarnation 0).
+// Listing first costs one read of the leases; taking on the old listing cost a failed write and
+// a read for each lease, once per LeaseDuration, and fenced an owner that was still alive. A
+// listing sent after the expiry that still showed the lease unchanged settles it: the lease is
+// taken, not listed again at every sync (nor is one nobody may take: a finished or unlisted
+// shard's). (The leases of a live member are judged only by a listing of the same sync.)
 func (c *Subscription) expiredUnlisted(now time.Time) bool {
 	alive := c.aliveMembers(now)
 	for _, l := range c.leases {
-		if l.Owner == "" || l.Owner == c.cfg.WorkerID || alive[l.Owner] || l.Checkpoint == lease.ShardEnd {
+		if l.Owner == "" || l.Owner == c.cfg.WorkerID || alive[l.Owner] || !c.eligible(l) {
 			continue
 		}
-		if _, byBeat := c.expiredByHeartbeat(l, now); byBeat || c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
+		if at, ok := c.expiresAt(l); ok && !now.Before(at) && c.leasesListedAt.Before(at) {
 			return true
 		}
 	}
 	return false
+}
+
+// expiresAt is when l expires by the earlier of its two clocks, as this worker has observed it.
+func (c *Subscription) expiresAt(l lease.Lease) (time.Time, bool) {
+	var at time.Time
+	if since, ok := c.tracker.Since(l); ok {
+		at = since.Add(c.cfg.LeaseDuration)
+	}
+	if l.Incarnation != 0 {
+		if seen, ok := c.members.FencedSince(l.Owner, l.Incarnation); ok {
+			return seen, true // expired by the fence, as soon as this worker saw it
+		}
+		if since, _, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation); ok && c.readSet[l.Owner] {
+			if byBeat := since.Add(c.cfg.LeaseDuration); at.IsZero() || byBeat.Before(at) {
+				at = byBeat
+			}
+		}
+	}
+	return at, !at.IsZero()
 }

@@ -274,7 +274,8 @@ func leaseListMaxAge(cfg Config) time.Duration { return 30 * cfg.LeaseSyncInterv
 // in TestConcurrentSubscribe on dynalite, 50 subscriptions opened one after another made 1,188
 // of the 2,635 listings, and the lease store was the bottleneck of the run.
 func (c *Subscription) leaseListDue(now time.Time, live []string) bool {
-	return !c.syncListed || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) || c.askedOf.Swap(false) ||
+	asked := c.askedOf.Swap(false) // taken whatever else makes the listing due
+	return asked || !c.syncListed || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||
 		anyGone(c.liveAtList, live) || anyGone(c.recordsAtList, c.memberRecords()) ||
 		changesMoved(c.memberChanges(), c.changesAtList) || now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
 }

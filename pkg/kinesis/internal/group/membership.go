@@ -44,6 +44,11 @@ func (c *Subscription) memberRecords() []string {
 // were first seen, not after the next listing.
 func (c *Subscription) newlyQuiet(now time.Time) bool {
 	found := false
+	for w := range c.quietListed {
+		if !c.readSet[w] {
+			delete(c.quietListed, w) // not read at this sync: judged by the leader, not here
+		}
+	}
 	for _, w := range c.readNow {
 		m, _ := c.members.Record(w)
 		if w == c.cfg.WorkerID || !c.members.Quiet(w, now, quietMember(c.cfg)) {
@@ -89,6 +94,7 @@ func (c *Subscription) syncMembers() []string {
 	if err != nil {
 		c.cfg.Logger.Debug("Listing the group's members failed", c.logFields().Add(watermill.LogFields{"err": err}))
 		c.listSoon = true
+		c.publish(nil, false) // what it published is no longer its view: the others read for themselves
 		return c.liveMembers(c.cfg.Clock.Now())
 	}
 	now := c.cfg.Clock.Now()

@@ -33,7 +33,10 @@ import (
 //     (which they read at every sync), and take over as readers of all when those go.
 //
 // Per lease sync the group reads 2 × members + leadingRead × (members − 2) records, plus
-// every record once per member after a change of membership. The cost: a member's Changes
+// every record once per member after a change of membership. (Records that sort first and do
+// not publish, dead ones not yet fenced or removed and legacy ones, leave fewer live leaders
+// among the leading records; a member that finds none publishing reads them all, until the
+// leader fences or removes them.) The cost: a member's Changes
 // and a membership change reach the others one of the leader's lease syncs later, and a
 // crash's leases are taken by members other than the leader up to a lease sync after the
 // leader fenced it.
@@ -48,7 +51,8 @@ const (
 // and the first after another member told it of a change (Member.Asked moved: a request for
 // one of its leases, or leases released by a member that left and its record gone).
 func (c *Subscription) fullReadDue() bool {
-	return c.fullReads < 2 || c.readsAll || c.readAllSoon.Swap(false)
+	soon := c.readAllSoon.Swap(false) // taken whatever else makes the read full
+	return soon || c.fullReads < 2 || c.readsAll
 }
 
 // leaderRoster is the Roster published by the first member of the last leading read that is

@@ -20,6 +20,8 @@ type vouching struct {
 	beats     []lease.Beat // the current incarnation's, oldest first (beat goroutine only)
 }
 
+// vouchState is one snapshot of vouching: what Current and StopOf answer until the beat
+// goroutine stores the next.
 type vouchState struct {
 	incarnation int64
 	stop        time.Time

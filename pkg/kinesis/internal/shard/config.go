@@ -94,11 +94,10 @@ type Links struct {
 }
 
 // Vouch is a member's heartbeat, as its readers rely on it. A reader writes the incarnation
-// that Current gives into its lease (lease.Lease.Incarnation) when the heartbeats stop
-// vouching comfortably after its own stop point would, and from then on stops delivering at
-// the earlier of its own stop point and StopOf that incarnation: so the others may time its
-// lease from its heartbeats, seen at every lease sync, when it crashes. Safe from any
-// goroutine.
+// that Current gives into its lease (lease.Lease.Incarnation) when the heartbeats vouch for at
+// least half of LeaseStopAfter from the write on, and from then on stops delivering at the
+// earlier of its own stop point and StopOf that incarnation: so the others may time its lease
+// from its heartbeats, seen at every lease sync, when it crashes. Safe from any goroutine.
 type Vouch interface {
 	// Current is the incarnation whose heartbeats succeed now and lease.HeartbeatStop of
 	// them; 0 when the member has not joined.

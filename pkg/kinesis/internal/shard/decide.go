@@ -56,6 +56,10 @@ type readerView struct {
 	// renewal and checkpoint are due, and whether the reader is paused.
 	stopAt, renewAt, checkpointAt time.Time
 	paused                        bool
+	// answeredSincePause: an owner write sent after the pause began was answered. Only that
+	// resumes: the stop point can also move because an unanswered write's incarnation was
+	// settled, which proves nothing about who holds the lease now.
+	answeredSincePause bool
 
 	// The shard is closed and read to its end; with a lease, whether SHARD_END is written,
 	// and when a failed SHARD_END write may be tried again.
@@ -156,7 +160,7 @@ func leaseDue(v readerView) (action, bool) {
 	switch {
 	case stale && !v.paused:
 		return actPause, true
-	case !stale && v.paused:
+	case !stale && v.paused && v.answeredSincePause:
 		return actResume, true
 	case !v.now.Before(v.renewAt):
 		return actRenew, true

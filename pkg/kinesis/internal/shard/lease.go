@@ -37,10 +37,12 @@ type leaseState struct {
 	// renewal succeeds.
 	paused  bool
 	revoked bool // Hooks.OnRevoked (or, at a pause, Hooks.OnLost) was called
-	// unanswered is the incarnation an owner write that got no answer carried (0 if none since
-	// the last answer): it may have landed, and the others may time the lease from that
-	// incarnation's heartbeats, so the stop point heeds them too until a write is answered.
-	unanswered int64
+	// unanswered are the non-zero incarnations of owner writes that got no answer, with when
+	// each was sent: such a write may have landed, and the others may time the lease from that
+	// incarnation's heartbeats, so the stop point heeds them too (settleUnanswered says until
+	// when). pausedAt is when the last pause began: only a write answered after it resumes.
+	unanswered []sentIncarnation
+	pausedAt   time.Time
 }
 
 // startLease sets the first renewal and checkpoint times once the reader holds its iterator.
@@ -64,7 +66,7 @@ func (r *Reader) startLease(now time.Time) {
 func (r *Reader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
 	r.renewed = sentAt
-	r.unanswered = 0
+	r.settleUnanswered(sentAt)
 	if HandoffAsked(l) {
 		r.beginHandoff()
 	}
@@ -93,8 +95,8 @@ func (r *Reader) leaseCall(parent context.Context, call func(context.Context) (l
 		if untilStop <= 0 {
 			// Not sent at all: the reader's turn came after its stop point, as after a
 			// process pause. The pause that follows says so.
-			return lease.Lease{}, fmt.Errorf("%w: not sent, the stop point passed %s before this turn (no renewal for %s)",
-				errLeaseStale, (-untilStop).Round(time.Millisecond), r.now().Sub(r.renewed).Round(time.Millisecond))
+			return lease.Lease{}, fmt.Errorf("%w: %w, the stop point passed %s before this turn (no renewal for %s)",
+				errLeaseStale, errNotSent, (-untilStop).Round(time.Millisecond), r.now().Sub(r.renewed).Round(time.Millisecond))
 		}
 		if untilStop < limit {
 			limit, byStop = untilStop, true
@@ -148,7 +150,7 @@ func (r *Reader) renew() error {
 	if stop := r.stopOn("renewing", err); stop != nil {
 		return stop
 	}
-	r.mayHaveLanded(held, err)
+	r.mayHaveLanded(held, sentAt, err)
 	r.logRenewFailed(err)
 	if r.paused {
 		// A quarter of the renewal interval: the reader resumes soon after the store is
@@ -201,7 +203,7 @@ func (r *Reader) logRenewFailed(err error) {
 // redelivers from the checkpoint.
 func (r *Reader) pause(now time.Time) {
 	cfg := r.cfg
-	r.paused = true
+	r.paused, r.pausedAt = true, now
 	r.health.paused.Store(true)
 	r.links.Changed() // the others list the leases, to time this one's expiry
 	logs.Warn(r.cfg.Logger, "Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
@@ -267,7 +269,7 @@ func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
-	r.mayHaveLanded(held, err)
+	r.mayHaveLanded(held, sentAt, err)
 	if !errors.Is(err, errLeaseStale) { // past the stop point: the pause that follows says so
 		logs.Warn(r.cfg.Logger, "Writing a checkpoint failed; will retry", err, r.LogFields().Add(watermill.LogFields{"sequence_number": seq}))
 	}

@@ -18,14 +18,26 @@ import (
 // first (Links.Vouch): the others may take the lease at whichever comes first.
 func (r *Reader) stopAt() time.Time {
 	at := r.renewed.Add(LeaseStopAfter(r.cfg))
-	for _, inc := range [2]int64{r.heldIncarnation(), r.unanswered} {
-		if inc != 0 && r.links.Vouch != nil {
-			if hb := r.links.Vouch.StopOf(inc); hb.Before(at) {
-				at = hb
-			}
+	if r.links.Vouch == nil {
+		return at
+	}
+	heed := func(inc int64) {
+		if hb := r.links.Vouch.StopOf(inc); inc != 0 && hb.Before(at) {
+			at = hb
 		}
 	}
+	heed(r.heldIncarnation())
+	for _, u := range r.unanswered {
+		heed(u.incarnation)
+	}
 	return at
+}
+
+// sentIncarnation is an incarnation an owner write carried that got no answer, and when it was
+// sent.
+type sentIncarnation struct {
+	incarnation int64
+	sent        time.Time
 }
 
 // heldIncarnation is the incarnation the lease carries as the reader last wrote it.
@@ -52,14 +64,40 @@ func (r *Reader) vouched(sentAt time.Time) lease.Lease {
 	return l
 }
 
-// mayHaveLanded notes the incarnation of an owner write that failed in a way that leaves open
-// whether it was applied (any failure but a refused condition): until a write is answered,
-// the stop point heeds that incarnation's heartbeats too. (A write answered later than one
-// sent after it is not considered: one item's writes are applied in the order they arrive,
-// and a reader sends its next write only once the last has come back or timed out.)
-func (r *Reader) mayHaveLanded(sent lease.Lease, err error) {
+// mayHaveLanded notes the incarnation of an owner write sent at sentAt that failed in a way
+// that leaves open whether it was applied (any failure but a refused condition, or a write not
+// sent at all): the stop point heeds that incarnation's heartbeats too, until
+// settleUnanswered drops it. Every such incarnation is kept, not only the last: a later write
+// with another one does not undo an earlier write that landed.
+func (r *Reader) mayHaveLanded(sent lease.Lease, sentAt time.Time, err error) {
 	var ce *lease.ConditionError
-	if sent.Incarnation != 0 && !errors.As(err, &ce) {
-		r.unanswered = sent.Incarnation
+	if sent.Incarnation == 0 || errors.As(err, &ce) || errors.Is(err, errNotSent) {
+		return
 	}
+	for i, u := range r.unanswered {
+		if u.incarnation == sent.Incarnation {
+			r.unanswered[i].sent = sentAt
+			return
+		}
+	}
+	r.unanswered = append(r.unanswered, sentIncarnation{incarnation: sent.Incarnation, sent: sentAt})
 }
+
+// settleUnanswered drops the unanswered writes that a write sent at sentAt, and answered,
+// came late enough after to have superseded: sent at least a store call's time limit
+// (storeTimeout) after them. The assumption: a write abandoned at its time limit is applied,
+// if at all, within another such limit, so a write answered after that was applied after it
+// and the lease carries what that write carried. (Those sent closer are kept: the answered
+// write may have been applied before them.)
+func (r *Reader) settleUnanswered(sentAt time.Time) {
+	kept := r.unanswered[:0]
+	for _, u := range r.unanswered {
+		if sentAt.Sub(u.sent) < r.storeTimeout() {
+			kept = append(kept, u)
+		}
+	}
+	r.unanswered = kept
+}
+
+// errNotSent: an owner write was not sent at all (its turn came after the stop point).
+var errNotSent = errors.New("not sent")
