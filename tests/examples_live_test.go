@@ -340,6 +340,11 @@ func TestLiveExampleConsumerGroup(t *testing.T) {
 // TestLiveExamplesRun runs the other examples once each on the emulators and checks what they
 // print, as their READMEs describe it.
 func TestLiveExamplesRun(t *testing.T) {
+	// In parallel with the other tests of processes (TestLiveFailover_KillPauseClose,
+	// TestLiveRollout, TestLiveExamplesRun), which mostly wait on timers and on their
+	// processes, once the package's sequential tests are done: each costs the package's run
+	// less than its own length.
+	t.Parallel()
 	env := exEnv(t)
 	for _, c := range []struct {
 		name string

@@ -924,6 +924,11 @@ func (p *lfProducer) total() int {
 // numbers arrived in increasing order, without gaps, within each tenure of a shard, and how
 // many records the crash made come twice against those acked since the last checkpoint.
 func TestLiveFailover_KillPauseClose(t *testing.T) {
+	// In parallel with the other tests of processes (TestLiveFailover_KillPauseClose,
+	// TestLiveRollout, TestLiveExamplesRun), which mostly wait on timers and on their
+	// processes, once the package's sequential tests are done: each costs the package's run
+	// less than its own length.
+	t.Parallel()
 	env := newLiveEnv(t)
 	bin := lfBuildWorker(t)
 	testStart := time.Now()

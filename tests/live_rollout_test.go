@@ -53,6 +53,11 @@ type lrMode struct {
 // member records leave the lease table, and the leases end evenly spread over the new
 // instances.
 func TestLiveRollout(t *testing.T) {
+	// In parallel with the other tests of processes (TestLiveFailover_KillPauseClose,
+	// TestLiveRollout, TestLiveExamplesRun), which mostly wait on timers and on their
+	// processes, once the package's sequential tests are done: each costs the package's run
+	// less than its own length.
+	t.Parallel()
 	env := newLiveEnv(t)
 	bin := lfBuildWorker(t)
 	store := env.leaseStore(t, newCallCounter())
