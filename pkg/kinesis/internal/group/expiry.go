@@ -46,7 +46,11 @@ func (c *Subscription) expiredByHeartbeat(l lease.Lease, now time.Time) (lease.M
 // the counter last read, before any of them is taken; false if it could not be (the heartbeat
 // moved: the owner is alive after all, or the store failed), and the leases are not taken. One
 // call per owner per lease sync: fenced remembers the answers.
-func (c *Subscription) fenceOwner(m lease.Member, fenced map[string]bool) bool {
+//
+// lead says whether this member is the group's leader (fenceGone), whose fence is one INFO line
+// in the group's logs; any other member's (of a leading member whose heartbeats it timed
+// itself) is DEBUG, so that a fence seen by many is logged once.
+func (c *Subscription) fenceOwner(m lease.Member, fenced map[string]bool, lead bool) bool {
 	if m.Fenced {
 		return true
 	}
@@ -60,8 +64,10 @@ func (c *Subscription) fenceOwner(m lease.Member, fenced map[string]bool) bool {
 	fenced[m.Worker] = err == nil
 	fields := c.logFields().Add(watermill.LogFields{"member": m.Worker, "incarnation": m.Incarnation, "counter": m.Counter})
 	switch {
-	case err == nil:
+	case err == nil && lead:
 		c.cfg.Logger.Info("Fenced a member whose heartbeat stood still for LeaseDuration: its leases may be taken", fields)
+	case err == nil:
+		c.cfg.Logger.Debug("Fenced a member whose heartbeat stood still for LeaseDuration: its leases may be taken", fields)
 	case errors.Is(err, lease.ErrMemberChanged):
 		c.cfg.Logger.Debug("Member not fenced: its heartbeat moved", fields)
 		c.listSoon = true

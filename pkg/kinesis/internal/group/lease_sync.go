@@ -232,7 +232,7 @@ func (c *Subscription) takePlanned(list []lease.Lease, plan lease.SharePlan, now
 			why = takeExpired
 		}
 		if m, byBeat := c.expiredByHeartbeat(l, now); byBeat && !c.tracker.Expired(l, now, c.cfg.LeaseDuration) {
-			if !c.fenceOwner(m, fenced) {
+			if !c.fenceOwner(m, fenced, false) {
 				continue
 			}
 			why = takeHeartbeatStopped

@@ -172,7 +172,50 @@ func (c *Subscription) fenceGone(now time.Time, live []string) {
 			continue
 		}
 		if since, rec, ok := c.members.HeartbeatSince(m.Worker, m.Incarnation); ok && now.Sub(since) >= c.cfg.LeaseDuration {
-			c.fenceOwner(rec, fenced)
+			c.fenceOwner(rec, fenced, true)
+		}
+	}
+	c.notifyTakers(live, fenced)
+}
+
+// notifyTakers tells the live members below their quota once the members just fenced are
+// counted out (lease.Store.NotifyMember), when a fence freed leases: they read the members and
+// list at their next heartbeat and take the freed leases, rather than at their next lease sync
+// after this member's roster shows the fence. At most one call per live member, and only after
+// a crash.
+func (c *Subscription) notifyTakers(live []string, fenced map[string]bool) {
+	freed := false
+	for _, l := range c.leases {
+		freed = freed || fenced[l.Owner] // fenced holds true only for the fences that succeeded
+	}
+	if !freed {
+		return
+	}
+	var survivors []string
+	for _, w := range live {
+		if !fenced[w] {
+			survivors = append(survivors, w)
+		}
+	}
+	held, open := map[string]int{}, 0
+	for _, l := range c.leases {
+		if l.Checkpoint == lease.ShardEnd {
+			continue
+		}
+		open++
+		if slices.Contains(survivors, l.Owner) {
+			held[l.Owner]++
+		}
+	}
+	quotas := lease.Quotas(open, survivors, held)
+	ctx, cancel := c.callContext()
+	defer cancel()
+	for _, w := range survivors {
+		if w != c.cfg.WorkerID && held[w] < quotas[w] {
+			if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
+				c.cfg.Logger.Debug("Telling a member of leases freed by a fence failed", c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
+				return
+			}
 		}
 	}
 }
