@@ -218,9 +218,10 @@ func (c *Subscription) leave() {
 }
 
 // notifyHeirs tells the members most likely to take this worker's released leases
-// (lease.Store.NotifyMember): those holding the fewest, one per lease, at most all of them.
-// They see it in what their next heartbeat returns, read the members and list the leases at
-// once, rather than a lease sync after the leader's roster shows this member gone.
+// (lease.Store.NotifyMember): those holding the fewest, one per lease, at most maxHeirNotices (the
+// calls are writes on the member partition, and many members may close at once). They see it
+// in what their next heartbeat returns, read the members and list the leases at once, rather
+// than a lease sync after the leader's roster shows this member gone; the others follow then.
 func (c *Subscription) notifyHeirs(ctx context.Context) {
 	held, mine := map[string]int{}, 0
 	for _, l := range c.leases {
@@ -239,7 +240,7 @@ func (c *Subscription) notifyHeirs(ctx context.Context) {
 		}
 	}
 	slices.SortStableFunc(heirs, func(a, b string) int { return held[a] - held[b] })
-	for _, w := range heirs[:min(mine, len(heirs))] {
+	for _, w := range heirs[:min(mine, len(heirs), maxHeirNotices)] {
 		if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
 			c.cfg.Logger.Debug("Telling a member of the leases released failed", c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
 			return

@@ -181,14 +181,19 @@ func (c *Subscription) fenceGone(now time.Time, live []string) {
 // notifyTakers tells the live members below their quota once the members just fenced are
 // counted out (lease.Store.NotifyMember), when a fence freed leases: they read the members and
 // list at their next heartbeat and take the freed leases, rather than at their next lease sync
-// after this member's roster shows the fence. At most one call per live member, and only after
-// a crash.
+// after this member's roster shows the fence. At most one call per freed lease, and at most
+// maxTakerNotices, those furthest below their quota first: the calls are writes on the member
+// partition, where every heartbeat lands too; the rest learn of it from the roster. (The leader
+// alone makes them, once per fence; with 8, crash failover of 400 leases in the scale run took
+// 14.0 s instead of 9.8 s.)
 func (c *Subscription) notifyTakers(live []string, fenced map[string]bool) {
-	freed := false
+	freed := 0
 	for _, l := range c.leases {
-		freed = freed || fenced[l.Owner] // fenced holds true only for the fences that succeeded
+		if fenced[l.Owner] { // true only for the fences that succeeded
+			freed++
+		}
 	}
-	if !freed {
+	if freed == 0 {
 		return
 	}
 	var survivors []string
@@ -208,14 +213,34 @@ func (c *Subscription) notifyTakers(live []string, fenced map[string]bool) {
 		}
 	}
 	quotas := lease.Quotas(open, survivors, held)
-	ctx, cancel := c.callContext()
-	defer cancel()
+	var takers []string
 	for _, w := range survivors {
 		if w != c.cfg.WorkerID && held[w] < quotas[w] {
-			if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
-				c.cfg.Logger.Debug("Telling a member of leases freed by a fence failed", c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
-				return
-			}
+			takers = append(takers, w)
+		}
+	}
+	slices.SortStableFunc(takers, func(a, b string) int { return (held[a] - quotas[a]) - (held[b] - quotas[b]) })
+	c.notify(takers[:min(len(takers), freed, maxTakerNotices)], "Telling a member of leases freed by a fence failed")
+}
+
+// maxTakerNotices and maxHeirNotices bound the lease.Store.NotifyMember calls of one fence (by
+// the leader) and of one Close (by each member closing: many may close at once, and 10 closing
+// together at 4,000 shards, each telling all 49 others, made 652 writes in one second on the
+// member partition in the scale run).
+const (
+	maxTakerNotices = 64
+	maxHeirNotices  = 8
+)
+
+// notify calls lease.Store.NotifyMember for each member, stopping at the first failure (the
+// members learn of the change from the roster anyway).
+func (c *Subscription) notify(members []string, failed string) {
+	ctx, cancel := c.callContext()
+	defer cancel()
+	for _, w := range members {
+		if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
+			c.cfg.Logger.Debug(failed, c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
+			return
 		}
 	}
 }

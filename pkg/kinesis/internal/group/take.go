@@ -105,14 +105,7 @@ func (c *Subscription) ask(l lease.Lease) bool {
 // where it would otherwise learn of the requests only from its leader's next roster (a lease
 // sync later) or its readers' next renewals. A failure is left to those.
 func (c *Subscription) notifyAsked(owners map[string]bool) {
-	for _, owner := range sortedKeys(owners) {
-		ctx, cancel := c.callContext()
-		err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, owner)
-		cancel()
-		if err != nil {
-			c.cfg.Logger.Debug("Telling an owner of a handoff request failed", c.logFields().Add(watermill.LogFields{"owner": owner, "err": err}))
-		}
-	}
+	c.notify(sortedKeys(owners), "Telling an owner of a handoff request failed")
 }
 
 // takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
