@@ -292,8 +292,7 @@ func (s *MemoryStore) NotifyMember(ctx context.Context, group, stream, worker st
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members := s.members[streamKey{group, stream}]
-	if cur, ok := members[worker]; ok {
+	if members, cur, ok := s.memberLocked(m); ok {
 		cur.Asked++
 		members[worker] = cur
 	}
@@ -307,8 +306,7 @@ func (s *MemoryStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members := s.members[streamKey{m.Group, m.Stream}]
-	cur, ok := members[m.Worker]
+	members, cur, ok := s.memberLocked(m)
 	if !ok || cur.Incarnation != m.Incarnation || cur.Fenced {
 		return Member{}, &ConditionError{Op: OpHeartbeat, Key: m.Key(), Err: ErrMemberFenced}
 	}
@@ -327,6 +325,20 @@ func (s *MemoryStore) LeadingMembers(ctx context.Context, group, stream string, 
 	return all[:min(max(n, 0), len(all))], nil
 }
 
+// memberLocked is the member records of m's group and stream and m's worker's record, if any.
+// The caller holds s.mu.
+func (s *MemoryStore) memberLocked(m Member) (map[string]Member, Member, bool) {
+	members := s.members[streamKey{m.Group, m.Stream}]
+	cur, ok := members[m.Worker]
+	return members, cur, ok
+}
+
+// memberMoved: the record is no longer the one observed (its counter moved, or it is another
+// incarnation, when observed names one), the condition of FenceMember and RemoveMember.
+func memberMoved(cur, observed Member) bool {
+	return cur.Counter != observed.Counter || observed.Incarnation != 0 && cur.Incarnation != observed.Incarnation
+}
+
 // FenceMember implements Store.
 func (s *MemoryStore) FenceMember(ctx context.Context, observed Member) error {
 	if err := s.beforeMember(ctx, OpFenceMember, observed); err != nil {
@@ -334,12 +346,11 @@ func (s *MemoryStore) FenceMember(ctx context.Context, observed Member) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members := s.members[streamKey{observed.Group, observed.Stream}]
-	cur, ok := members[observed.Worker]
+	members, cur, ok := s.memberLocked(observed)
 	switch {
 	case !ok:
 		return nil
-	case cur.Incarnation != observed.Incarnation || cur.Counter != observed.Counter:
+	case memberMoved(cur, observed):
 		return &ConditionError{Op: OpFenceMember, Key: observed.Key(), Err: ErrMemberChanged}
 	}
 	cur.Fenced = true
@@ -374,12 +385,11 @@ func (s *MemoryStore) RemoveMember(ctx context.Context, observed Member) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members := s.members[streamKey{observed.Group, observed.Stream}]
-	cur, ok := members[observed.Worker]
+	members, cur, ok := s.memberLocked(observed)
 	switch {
 	case !ok:
 		return nil
-	case cur.Counter != observed.Counter || observed.Incarnation != 0 && cur.Incarnation != observed.Incarnation:
+	case memberMoved(cur, observed):
 		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
 	}
 	delete(members, observed.Worker)

@@ -25,21 +25,31 @@ import (
 // that a missed heartbeat brings, two lease syncs later.
 
 // expiredByHeartbeat reports whether l expired by its owner's heartbeats, and the owner's
-// record as last read (for fenceOwner): its record is fenced at the lease's incarnation (the
-// worker that fenced it waited LeaseDuration first, see fenceGone), or this worker read the
-// owner's heartbeats and they stood still for LeaseDuration.
+// record as last read (for fenceOwner).
 func (c *Subscription) expiredByHeartbeat(l lease.Lease, now time.Time) (lease.Member, bool) {
+	at, m, ok := c.heartbeatExpiry(l)
+	return m, ok && !now.Before(at)
+}
+
+// heartbeatExpiry is when l expires by its owner's heartbeats, with the owner's record as last
+// read: when this worker first saw the record fenced at the lease's incarnation (the worker
+// that fenced it waited LeaseDuration first, see fenceGone), or LeaseDuration after
+// MemberTracker.HeartbeatSince where this worker reads the owner's record at every sync (those
+// it does not read it cannot time). false for a lease of nobody, of this worker, or that no
+// heartbeat vouches for.
+func (c *Subscription) heartbeatExpiry(l lease.Lease) (time.Time, lease.Member, bool) {
 	if l.Owner == "" || l.Owner == c.cfg.WorkerID || l.Incarnation == 0 {
-		return lease.Member{}, false
+		return time.Time{}, lease.Member{}, false
 	}
-	if m, ok := c.members.Record(l.Owner); ok && m.Fenced && m.Incarnation == l.Incarnation {
-		return m, true
+	if seen, ok := c.members.FencedSince(l.Owner, l.Incarnation); ok {
+		m, _ := c.members.Record(l.Owner)
+		return seen, m, true
 	}
 	if !c.readSet[l.Owner] {
-		return lease.Member{}, false // its heartbeats are not read at every sync here: not timed
+		return time.Time{}, lease.Member{}, false
 	}
 	since, m, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
-	return m, ok && now.Sub(since) >= c.cfg.LeaseDuration
+	return since.Add(c.cfg.LeaseDuration), m, ok
 }
 
 // fenceOwner fences the member record of an owner whose leases expired by its heartbeats, at
@@ -84,11 +94,10 @@ func (c *Subscription) nextHeartbeatExpiry(watch func(owner string) bool, now ti
 	var next time.Time
 	found := false
 	for _, l := range c.leases {
-		if l.Owner == "" || l.Incarnation == 0 || !watch(l.Owner) || !c.readSet[l.Owner] {
+		if l.Owner == "" || !watch(l.Owner) {
 			continue
 		}
-		since, m, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation)
-		if at := since.Add(c.cfg.LeaseDuration); ok && !m.Fenced && at.After(now) && (!found || at.Before(next)) {
+		if at, _, ok := c.heartbeatExpiry(l); ok && at.After(now) && (!found || at.Before(next)) {
 			next, found = at, true
 		}
 	}
@@ -124,15 +133,8 @@ func (c *Subscription) expiresAt(l lease.Lease) (time.Time, bool) {
 	if since, ok := c.tracker.Since(l); ok {
 		at = since.Add(c.cfg.LeaseDuration)
 	}
-	if l.Incarnation != 0 {
-		if seen, ok := c.members.FencedSince(l.Owner, l.Incarnation); ok {
-			return seen, true // expired by the fence, as soon as this worker saw it
-		}
-		if since, _, ok := c.members.HeartbeatSince(l.Owner, l.Incarnation); ok && c.readSet[l.Owner] {
-			if byBeat := since.Add(c.cfg.LeaseDuration); at.IsZero() || byBeat.Before(at) {
-				at = byBeat
-			}
-		}
+	if byBeat, _, ok := c.heartbeatExpiry(l); ok && (at.IsZero() || byBeat.Before(at)) {
+		at = byBeat
 	}
 	return at, !at.IsZero()
 }

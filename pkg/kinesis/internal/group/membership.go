@@ -240,10 +240,5 @@ func (c *Subscription) notifyHeirs(ctx context.Context) {
 		}
 	}
 	slices.SortStableFunc(heirs, func(a, b string) int { return held[a] - held[b] })
-	for _, w := range heirs[:min(mine, len(heirs), maxHeirNotices)] {
-		if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
-			c.cfg.Logger.Debug("Telling a member of the leases released failed", c.logFields().Add(watermill.LogFields{"member": w, "err": err}))
-			return
-		}
-	}
+	c.notify(ctx, heirs[:min(mine, len(heirs), maxHeirNotices)], "Telling a member of the leases released failed")
 }

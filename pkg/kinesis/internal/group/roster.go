@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -220,7 +221,9 @@ func (c *Subscription) notifyTakers(live []string, fenced map[string]bool) {
 		}
 	}
 	slices.SortStableFunc(takers, func(a, b string) int { return (held[a] - quotas[a]) - (held[b] - quotas[b]) })
-	c.notify(takers[:min(len(takers), freed, maxTakerNotices)], "Telling a member of leases freed by a fence failed")
+	ctx, cancel := c.callContext()
+	defer cancel()
+	c.notify(ctx, takers[:min(len(takers), freed, maxTakerNotices)], "Telling a member of leases freed by a fence failed")
 }
 
 // maxTakerNotices and maxHeirNotices bound the lease.Store.NotifyMember calls of one fence (by
@@ -232,11 +235,9 @@ const (
 	maxHeirNotices  = 8
 )
 
-// notify calls lease.Store.NotifyMember for each member, stopping at the first failure (the
-// members learn of the change from the roster anyway).
-func (c *Subscription) notify(members []string, failed string) {
-	ctx, cancel := c.callContext()
-	defer cancel()
+// notify calls lease.Store.NotifyMember for each member on ctx, stopping at the first failure
+// (the members learn of the change from the roster anyway).
+func (c *Subscription) notify(ctx context.Context, members []string, failed string) {
 	for _, w := range members {
 		if err := c.cfg.LeaseStore.NotifyMember(ctx, c.cfg.Group, c.cfg.Stream, w); err != nil {
 			c.cfg.Logger.Debug(failed, c.logFields().Add(watermill.LogFields{"member": w, "err": err}))

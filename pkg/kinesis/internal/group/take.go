@@ -105,7 +105,9 @@ func (c *Subscription) ask(l lease.Lease) bool {
 // where it would otherwise learn of the requests only from its leader's next roster (a lease
 // sync later) or its readers' next renewals. A failure is left to those.
 func (c *Subscription) notifyAsked(owners map[string]bool) {
-	c.notify(sortedKeys(owners), "Telling an owner of a handoff request failed")
+	ctx, cancel := c.callContext()
+	defer cancel()
+	c.notify(ctx, sortedKeys(owners), "Telling an owner of a handoff request failed")
 }
 
 // takeOverdue takes the leases this worker asked for and did not get within HandoffTimeout,
