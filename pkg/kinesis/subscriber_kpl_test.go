@@ -96,13 +96,37 @@ func TestKPL_CheckpointResumesInsideAggregate(t *testing.T) {
 		t.Fatalf("checkpoint after two of five = %q, want %q", got, want)
 	}
 
-	ch = e.subscribe(e.subscriber(cfg), context.Background())
+	sub = e.subscriber(cfg)
+	ch = e.subscribe(sub, context.Background())
 	rest := subRecvAck(t, ch, 3)
 	subWantPayloads(t, rest, "msg-2", "msg-3", "msg-4")
 	if rest[0].UUID != third.UUID {
 		t.Errorf("the unacked user record came back as %s, was %s", rest[0].UUID, third.UUID)
 	}
-	e.waitLease(subGroup, subShard(0), "the whole aggregate done", func(l lease.Lease) bool { return l.Checkpoint == seq })
+	// The last user record's checkpoint keeps its sub-sequence number, as the KCL writes it; a
+	// restart from there reads the aggregate once more, skips all of it, and goes on.
+	e.waitLease(subGroup, subShard(0), "the whole aggregate done", func(l lease.Lease) bool { return l.Checkpoint == seq+":4" })
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw("k", []byte("next"))
+	subWantPayloads(t, subRecvAck(t, e.subscribe(e.subscriber(cfg), context.Background()), 1), "next")
+}
+
+// A checkpoint seq:0 of a plain record (as the KCL writes one) means the record is done.
+func TestKPL_CheckpointOfPlainRecordWithSubSequenceSkipsIt(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	e.putRaw("k", []byte("done"))
+	e.putRaw("k", []byte("next"))
+	sub := e.subscriber(e.config(subGroup))
+	first := subRecvAck(t, e.subscribe(sub, context.Background()), 2)
+	seq := subInfo(t, first[0]).SequenceNumber
+	e.waitLease(subGroup, subShard(0), "both done", func(l lease.Lease) bool { return l.Checkpoint == subInfo(t, first[1]).SequenceNumber })
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.setCheckpoint(subGroup, subShard(0), seq+":0")
+	subWantPayloads(t, subRecvAck(t, e.subscribe(e.subscriber(e.config(subGroup)), context.Background()), 1), "next")
 }
 
 // A record with the KPL magic that is not a valid aggregate is one raw record, as the KCL reads
@@ -279,5 +303,22 @@ func TestKPL_PublisherAggregateRejected(t *testing.T) {
 		if f.Index != i || f.UUID != fmt.Sprintf("uuid-%d", i) {
 			t.Errorf("failed[%d] = message %d %s", i, f.Index, f.UUID)
 		}
+	}
+}
+
+// setCheckpoint sets the shard's checkpoint as another worker would (take, checkpoint,
+// release), leaving the lease free.
+func (e *subEnv) setCheckpoint(group, shardID, checkpoint string) {
+	e.t.Helper()
+	ctx := context.Background()
+	held, err := e.store.Take(ctx, e.lease(group, shardID), "setter")
+	if err == nil {
+		held, err = e.store.Checkpoint(ctx, held, checkpoint)
+	}
+	if err == nil {
+		_, err = e.store.Release(ctx, held)
+	}
+	if err != nil {
+		e.t.Fatalf("setting the checkpoint of %s: %v", shardID, err)
 	}
 }

@@ -22,7 +22,7 @@ func (r *Reader) prepare() {
 		rec = &r.batch[r.next]
 	}
 	r.next++
-	d := &delivery{last: u == nil || !u.Aggregated || u.Last}
+	d := &delivery{}
 	d.ctx = &d.first
 	d.first.parent = r.msgParent
 	info := &d.first.info

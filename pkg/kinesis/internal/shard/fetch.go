@@ -82,8 +82,8 @@ func (r *Reader) fetch() error {
 // The reader reads again only once the batch before is prepared (decide), so none is dropped.
 func (r *Reader) took(records []types.Record, behind *int64) {
 	r.failures = 0
-	r.batch, r.next = records, 0
-	r.records = wire.Expand(records, r.cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough)
+	r.batch, r.next = wire.DropDone(records, r.skipSeq), 0
+	r.records = wire.Expand(r.batch, r.cfg.KeepKPLAggregates, r.skipSeq, r.skipThrough)
 	if len(records) > 0 {
 		r.skipSeq = "" // the aggregate to resume inside is the first record read
 	}

@@ -51,14 +51,13 @@ type delivery struct {
 	resendAt time.Time
 	slot     int32 // index in sentOut or nacked, by state
 	state    deliveryState
-	last     bool // the record's last (or only) user record: its position is the plain sequence number
 	first    messageContext
 }
 
-// position is where the delivery's record sits, as a checkpoint (see userRecord.position).
+// position is where the delivery's record sits, as a checkpoint (see wire.UserRecord.Position).
 func (d *delivery) position() string {
 	info := &d.ctx.info
-	if !info.Aggregated || d.last {
+	if !info.Aggregated {
 		return info.SequenceNumber
 	}
 	return info.SequenceNumber + ":" + strconv.Itoa(info.SubSequenceNumber)

@@ -63,7 +63,7 @@ func TestWindowOrdering(t *testing.T) {
 				switch f[0] {
 				case "add":
 					for _, key := range f[1:] {
-						d := &delivery{last: true}
+						d := &delivery{}
 						d.ctx = &d.first
 						d.first.info.SequenceNumber = fmt.Sprint(w.nextOrd)
 						w.enqueue(d, tt.ordering, key)
@@ -137,7 +137,7 @@ func TestKeyQueueStaysSmall(t *testing.T) {
 	for _, ordering := range []Ordering{OrderByShard, OrderByKey} {
 		var w windowState
 		add := func() {
-			d := &delivery{last: true}
+			d := &delivery{}
 			d.ctx = &d.first
 			w.enqueue(d, ordering, "hot")
 		}

@@ -18,20 +18,21 @@ type UserRecord struct {
 	Rec        types.Record
 	Seq        string // the Kinesis record's sequence number (the aggregate's, for a user record)
 	Aggregated bool
-	Sub        int  // index in the aggregate (the sub-sequence number)
-	Last       bool // the aggregate's last user record: once it is done, the whole record is
+	Sub        int // index in the aggregate (the sub-sequence number)
 	// NotAggregate is why a record that starts with the KPL magic is not a valid aggregate;
 	// it is then delivered whole, as a raw record, as the KCL does.
 	NotAggregate error
 }
 
-// Position is where the user record sits in the shard, as a checkpoint: the sequence number,
-// or, for a user record of an aggregate other than its last, the sequence number, ':' and the
-// sub-sequence number. A restart from such a checkpoint resumes inside the aggregate instead of
-// replaying all of it; the last user record's checkpoint is the plain sequence number, since
-// then the whole Kinesis record is done.
+// Position is where the user record sits in the shard, as a checkpoint: the sequence number of
+// a plain record, or, for a user record of an aggregate, the sequence number, ':' and the
+// sub-sequence number, as the KCL checkpoints them (checkpoint and checkpointSubSequenceNumber).
+// A restart from inside an aggregate resumes there instead of replaying all of it; after its
+// last user record, it reads the aggregate once more and skips all of it. The sub-sequence
+// number is kept for the last user record too, so that the checkpoint says exactly which user
+// records are done, to a KCL worker that resumes from it as well.
 func (u *UserRecord) Position() string {
-	if !u.Aggregated || u.Last {
+	if !u.Aggregated {
 		return u.Seq
 	}
 	return aws.ToString(u.Rec.SequenceNumber) // seq:sub, as Expand wrote it
@@ -39,6 +40,9 @@ func (u *UserRecord) Position() string {
 
 // ParsePosition splits a checkpoint into its sequence number and, inside an aggregate, the
 // sub-sequence number of the last user record done (inside false for a plain sequence number).
+// Reading resumes inside at the record seq itself: the user records of an aggregate there up
+// to sub are done, and so is the whole record if it is not an aggregate (the KCL checkpoints
+// a plain record as sub-sequence number 0; see DropDone).
 func ParsePosition(cp string) (seq string, sub int, inside bool) {
 	seq, subText, found := strings.Cut(cp, ":")
 	if !found {
@@ -73,7 +77,7 @@ func Expand(records []types.Record, keepAggregates bool, skipSeq string, skipThr
 		}
 		seq := aws.ToString(rec.SequenceNumber)
 		skipping := skipSeq != "" && seq == skipSeq
-		for i, ur := range users {
+		for _, ur := range users {
 			if skipping && ur.SubSequenceNumber <= skipThrough {
 				continue
 			}
@@ -92,9 +96,20 @@ func Expand(records []types.Record, keepAggregates bool, skipSeq string, skipThr
 				Seq:        seq,
 				Aggregated: true,
 				Sub:        ur.SubSequenceNumber,
-				Last:       i == len(users)-1,
 			})
 		}
 	}
 	return out
+}
+
+// DropDone drops the first of records when a resume inside skipSeq (ParsePosition) read it
+// and it is not a KPL aggregate: a checkpoint seq:sub of a plain record means the record is
+// done (the KCL writes sub-sequence number 0 for one), and only an aggregate has user records
+// left to deliver after it. An aggregate kept whole (KeepKPLAggregates) is delivered again:
+// which of its user records are done is not the reader's to judge.
+func DropDone(records []types.Record, skipSeq string) []types.Record {
+	if skipSeq == "" || len(records) == 0 || aws.ToString(records[0].SequenceNumber) != skipSeq || kpl.IsAggregated(records[0].Data) {
+		return records
+	}
+	return records[1:]
 }
