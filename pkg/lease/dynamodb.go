@@ -152,7 +152,7 @@ func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, 
 		return nil, fmt.Errorf("invalid DynamoDB lease store config: %w", err)
 	}
 	s := &DynamoDBStore{client: cfg.Client, table: cfg.TableName}
-	desc, err := s.prepareTable(ctx, cfg)
+	desc, err := prepareTable(ctx, dynamoDBTableSpec(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -65,10 +66,21 @@ func testListIsolation(e *env) {
 	mine := e.create(e.lease("shardId-000000000000"))
 	otherStream := e.lease("shardId-000000000000")
 	otherStream.Stream = "stream-b"
-	e.create(otherStream)
 	otherGroup := e.lease("shardId-000000000001")
 	otherGroup.Group = uniqueName(e.t, "other")
-	e.create(otherGroup)
+	if e.scope != nil {
+		refused(e, otherGroup)
+		if !e.scope.MultiStream {
+			refused(e, otherStream)
+			if got := e.list(); len(got) != 1 {
+				e.t.Fatalf("List(%q, %q) = %+v, want only %s", e.group, e.stream, got, mine.Key())
+			}
+			return
+		}
+	} else {
+		e.create(otherGroup)
+	}
+	e.create(otherStream)
 
 	got := e.list()
 	if len(got) != 1 {
@@ -78,8 +90,25 @@ func testListIsolation(e *env) {
 	if got := e.listOf(e.group, "stream-b"); len(got) != 1 || got[0].Stream != "stream-b" {
 		e.t.Fatalf("List of the other stream = %+v", got)
 	}
+	if e.scope != nil {
+		return
+	}
 	if got := e.listOf(otherGroup.Group, e.stream); len(got) != 1 || got[0].Group != otherGroup.Group {
 		e.t.Fatalf("List of the other group = %+v", got)
+	}
+}
+
+// refused checks that a store bound to one group (and stream) refuses a lease outside them, with
+// a plain error that names what is wrong rather than a condition that failed.
+func refused(e *env, l lease.Lease) {
+	e.t.Helper()
+	_, err := e.s.Create(e.ctx, l)
+	var cond *lease.ConditionError
+	if err == nil || errors.As(err, &cond) {
+		e.t.Fatalf("Create(%s) on a store bound to group %q, stream %q: err %v, want a plain error", l.Key(), e.group, e.stream, err)
+	}
+	if _, err := e.s.List(e.ctx, l.Group, l.Stream); err == nil {
+		e.t.Fatalf("List(%q, %q) on a store bound to group %q, stream %q succeeded", l.Group, l.Stream, e.group, e.stream)
 	}
 }
 

@@ -29,6 +29,28 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 	}
 }
 
+// Scope describes a store bound to one consumer group and, unless it is MultiStream, one
+// stream, as a KCL application's lease table is.
+type Scope struct {
+	// MultiStream: the store holds the leases of many streams of its group.
+	MultiStream bool
+}
+
+// RunScoped runs the conformance suite against stores bound to one group (and stream): newStore
+// gets the subtest's group and stream. Leases of another group (or stream) must be refused with a
+// plain error, not kept apart.
+func RunScoped(t *testing.T, scope Scope, newStore func(t *testing.T, group, stream string) lease.Store) {
+	t.Helper()
+	for _, tc := range cases() {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.scope = &scope
+			e.s = newStore(t, e.group, e.stream)
+			tc.run(e)
+		})
+	}
+}
+
 type testCase struct {
 	name string
 	run  func(e *env)
@@ -53,6 +75,7 @@ type env struct {
 	group  string
 	stream string
 	joined map[lease.Key]int64 // incarnations of the members heartbeat joined, by member key
+	scope  *Scope              // nil: the store holds any group and stream (Run)
 }
 
 func newEnv(t *testing.T, s lease.Store) *env {

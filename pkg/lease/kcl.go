@@ -1,0 +1,317 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// KCLDynamoDBAPI is the part of the DynamoDB client a KCLStore uses: a DynamoDBStore's calls and
+// Scan, since a KCL lease table has a partition key only (leaseKey) and is listed whole.
+// *dynamodb.Client implements it.
+type KCLDynamoDBAPI interface {
+	DynamoDBAPI
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+var _ KCLDynamoDBAPI = (*dynamodb.Client)(nil)
+
+// The KCL's sentinel checkpoints: where a shard with no checkpoint of a record starts, or that
+// it was read to its end (ShardEnd, the same string).
+const (
+	KCLTrimHorizon = "TRIM_HORIZON"
+	KCLLatest      = "LATEST"
+	KCLAtTimestamp = "AT_TIMESTAMP"
+)
+
+// DefaultKCLMemberTableSuffix names the member table of a KCLStore when KCLConfig.MemberTableName
+// is empty: the lease table's name with this suffix.
+const DefaultKCLMemberTableSuffix = "-WatermillMembers"
+
+// KCLConfig configures a KCLStore.
+type KCLConfig struct {
+	// Client is the DynamoDB client, normally a *dynamodb.Client. Required.
+	Client KCLDynamoDBAPI
+	// TableName is the KCL application's lease table: by default the KCL names it after the
+	// application. Required.
+	TableName string
+	// Application is the consumer group whose leases the table holds: every call must name it
+	// as the group (SubscriberConfig.ConsumerGroup). Default: TableName, as the KCL's default
+	// table name is its application name.
+	Application string
+	// Stream is the stream a single-stream KCL application reads (its leaseKey is the shard
+	// id alone). Required unless MultiStream is set; must be empty then.
+	Stream string
+	// MultiStream says the table is a multi-stream KCL application's: leaseKey is
+	// "account:stream:creationEpoch:shardId" and the items carry streamName and shardId.
+	// Default false.
+	MultiStream bool
+	// StreamIdentifiers maps a stream name to its KCL stream identifier
+	// ("account:stream:creationEpoch") for multi-stream tables, for a stream of which the table
+	// holds no lease yet: the store learns the identifiers of the others from their items.
+	// Default: none.
+	StreamIdentifiers map[string]string
+	// InitialPosition is the sentinel checkpoint (KCLTrimHorizon, KCLLatest or KCLAtTimestamp)
+	// the store writes in the leases it creates for shards with no parent, as a KCL
+	// application with that initialPositionInStream does; set it to the Subscriber's
+	// InitialPosition so that a KCL worker handed the table starts unread shards where the
+	// Subscriber would. Children of a split or merge always get KCLTrimHorizon, as the KCL
+	// gives them. Default KCLTrimHorizon.
+	InitialPosition string
+	// MemberTableName is the table of the group's member records (Join, Heartbeat and the
+	// rest), kept apart from the lease table, in the layout of a DynamoDBStore: a KCL worker
+	// takes every item of its lease table for a lease. Default: TableName +
+	// DefaultKCLMemberTableSuffix.
+	MemberTableName string
+	// CreateTables makes NewKCLStore create the member table, and the lease table as the KCL
+	// creates it (partition key leaseKey, on-demand capacity), when they do not exist. Default
+	// false: a missing table is ErrTableNotFound.
+	CreateTables bool
+	// CreateTableTimeout bounds the wait for a table being created. Default (zero): 2 minutes
+	// (DefaultCreateTableTimeout). Must not be negative.
+	CreateTableTimeout time.Duration
+}
+
+func (c *KCLConfig) setDefaults() {
+	if c.Application == "" {
+		c.Application = c.TableName
+	}
+	if c.InitialPosition == "" {
+		c.InitialPosition = KCLTrimHorizon
+	}
+	if c.MemberTableName == "" && c.TableName != "" {
+		c.MemberTableName = c.TableName + DefaultKCLMemberTableSuffix
+	}
+	if c.CreateTableTimeout == 0 {
+		c.CreateTableTimeout = DefaultCreateTableTimeout
+	}
+}
+
+// Validate reports every problem of the configuration at once (errors.Join). Zero values that
+// have a default are valid.
+func (c KCLConfig) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("KCLConfig.Client is nil"))
+	}
+	for field, name := range map[string]string{"TableName": c.TableName, "MemberTableName": c.MemberTableName} {
+		if name != "" && !tableNamePattern.MatchString(name) {
+			errs = append(errs, fmt.Errorf(
+				"KCLConfig.%s %q is not a valid DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.')", field, name))
+		}
+	}
+	if c.TableName == "" {
+		errs = append(errs, errors.New("KCLConfig.TableName is empty: name the KCL application's lease table"))
+	}
+	if c.TableName != "" && c.MemberTableName == c.TableName {
+		errs = append(errs, fmt.Errorf("KCLConfig.MemberTableName is the lease table %q: member records there would be taken for leases by KCL workers", c.TableName))
+	}
+	switch {
+	case c.MultiStream && c.Stream != "":
+		errs = append(errs, fmt.Errorf("KCLConfig.Stream is %q with MultiStream set: a multi-stream table names its streams in its items", c.Stream))
+	case !c.MultiStream && c.Stream == "":
+		errs = append(errs, errors.New("KCLConfig.Stream is empty: name the stream the KCL application reads, or set MultiStream"))
+	}
+	for stream, id := range c.StreamIdentifiers {
+		if got, ok := streamOfIdentifier(id); !ok || got != stream {
+			errs = append(errs, fmt.Errorf("KCLConfig.StreamIdentifiers[%q] is %q, want \"account:%s:creationEpoch\"", stream, id, stream))
+		}
+	}
+	switch c.InitialPosition {
+	case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
+	default:
+		errs = append(errs, fmt.Errorf("KCLConfig.InitialPosition is %q, want %s, %s or %s", c.InitialPosition, KCLTrimHorizon, KCLLatest, KCLAtTimestamp))
+	}
+	if c.CreateTableTimeout < 0 {
+		errs = append(errs, fmt.Errorf("KCLConfig.CreateTableTimeout is negative (%v)", c.CreateTableTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// streamOfIdentifier is the stream name of a KCL stream identifier "account:stream:epoch".
+func streamOfIdentifier(id string) (string, bool) {
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", false
+	}
+	return parts[1], true
+}
+
+// KCLStore is a Store on the lease table of a Kinesis Client Library (KCL 2.x or 3.x)
+// application: a grouped Subscriber pointed at it resumes every shard where the KCL
+// checkpointed, and a KCL worker started on a table it wrote resumes where the Subscriber
+// stopped. See docs/kcl.md for a move from the KCL and back.
+//
+// # The lease items
+//
+// The store reads and writes the KCL's own attributes as the KCL does (leaseKey, leaseOwner,
+// leaseCounter, checkpoint, checkpointSubSequenceNumber, ownerSwitchesSinceCheckpoint,
+// parentShardId, childShardIds, and in multi-stream tables streamName and shardId). A
+// checkpoint "seq:sub" is written as checkpoint seq and checkpointSubSequenceNumber sub, a
+// plain "seq" with sub-sequence number 0, ShardEnd as the KCL's SHARD_END; a KCL sentinel of
+// an unread shard (TRIM_HORIZON, LATEST, AT_TIMESTAMP) reads as no checkpoint ("").
+//
+// What the KCL has no attribute for is kept in attributes of this store's own, which KCL
+// workers ignore: watermillGeneration (Lease.Generation), and watermillOwner,
+// watermillIncarnation and watermillPendingOwner, which count only while watermillOwner is
+// the item's leaseOwner: a KCL worker that takes the lease changes leaseOwner alone, and the
+// owner's incarnation or a handoff request then no longer apply. Every write is one
+// UpdateItem (a PutItem for Create) that sets only what it changes, so attributes this store
+// does not know (hash key range, throughput, anything a later KCL adds) are kept as they are.
+//
+// # The KCL's rules
+//
+// Like the KCL, every write increments leaseCounter, and a take is conditioned on the
+// counter the taker observed; leases are judged expired by an unchanged counter on the
+// observer's clock. A lease held by a KCL worker (an owner with no member record in the
+// group) is never asked for (RequestHandoff): it is taken only once its counter stood still
+// for the lease duration, and a KCL worker that still renews it keeps it. Owner writes are
+// conditioned on leaseOwner, watermillGeneration and the absence of checkpointOwner (a KCL
+// 3.x handoff in progress), so a worker whose lease a KCL worker took is fenced.
+//
+// # Member records
+//
+// The group's member records live in a second table (KCLConfig.MemberTableName) in a
+// DynamoDBStore's layout: KCL workers read every item of their lease table as a lease.
+type KCLStore struct {
+	client  KCLDynamoDBAPI
+	cfg     KCLConfig
+	members *DynamoDBStore
+	// streamIDs are the multi-stream identifiers known, by stream name: the configured ones and
+	// those learned from items.
+	streamIDs *identifierCache
+}
+
+var _ Store = (*KCLStore)(nil)
+
+// NewKCLStore validates cfg, checks that the KCL lease table exists with the KCL's key schema
+// (partition key leaseKey, a string, and no sort key), and opens the member table (creating
+// them first if cfg.CreateTables is set). A missing table with CreateTables off is
+// ErrTableNotFound.
+func NewKCLStore(ctx context.Context, cfg KCLConfig) (*KCLStore, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid KCL lease store config: %w", err)
+	}
+	desc, err := prepareTable(ctx, kclTableSpec(cfg))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKCLKeySchema(cfg.TableName, desc); err != nil {
+		return nil, err
+	}
+	members, err := NewDynamoDBStore(ctx, DynamoDBConfig{
+		Client: cfg.Client, TableName: cfg.MemberTableName, CreateTable: cfg.CreateTables, CreateTableTimeout: cfg.CreateTableTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("member table of KCL lease table %q (KCLConfig.MemberTableName): %w", cfg.TableName, err)
+	}
+	return &KCLStore{client: cfg.Client, cfg: cfg, members: members, streamIDs: newIdentifierCache(cfg.StreamIdentifiers)}, nil
+}
+
+// TableName is the KCL lease table's name.
+func (s *KCLStore) TableName() string { return s.cfg.TableName }
+
+// MemberTableName is the name of the table of the group's member records.
+func (s *KCLStore) MemberTableName() string { return s.cfg.MemberTableName }
+
+// kclTableSpec is the spec of a KCL lease table, created as the KCL creates it.
+func kclTableSpec(cfg KCLConfig) tableSpec {
+	return tableSpec{
+		client: cfg.Client, name: cfg.TableName, allowCreate: cfg.CreateTables, timeout: cfg.CreateTableTimeout,
+		createInput: &dynamodb.CreateTableInput{
+			TableName:            aws.String(cfg.TableName),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(kclLeaseKey), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(kclLeaseKey), KeyType: types.KeyTypeHash}},
+		},
+		missingHint:    "a KCL application's lease table is named after the application; check KCLConfig.TableName and the region, or set KCLConfig.CreateTables",
+		timeoutSetting: "KCLConfig.CreateTableTimeout",
+	}
+}
+
+// checkKCLKeySchema fails unless the table's key is leaseKey (HASH, string) alone.
+func checkKCLKeySchema(table string, desc *types.TableDescription) error {
+	var parts []string
+	for _, k := range desc.KeySchema {
+		parts = append(parts, fmt.Sprintf("%s (%s)", aws.ToString(k.AttributeName), k.KeyType))
+	}
+	if len(desc.KeySchema) == 1 && aws.ToString(desc.KeySchema[0].AttributeName) == kclLeaseKey {
+		return nil
+	}
+	return fmt.Errorf("DynamoDB table %q has key schema %s, want %s (HASH) alone: it is not a KCL lease table; for this package's own table use NewDynamoDBStore",
+		table, strings.Join(parts, ", "), kclLeaseKey)
+}
+
+// scope checks that key is of this table's application and, single-stream, of its stream: a
+// KCL table holds one application's leases, and its single-stream keys do not say the stream.
+func (s *KCLStore) scope(op string, key Key, checkShard bool) error {
+	if err := validateKey(op, key, checkShard); err != nil {
+		return err
+	}
+	switch {
+	case key.Group != s.cfg.Application:
+		return fmt.Errorf("lease %s of %s: KCL lease table %q holds the leases of application %q: set the consumer group to %q, or KCLConfig.Application",
+			op, key, s.cfg.TableName, s.cfg.Application, s.cfg.Application)
+	case !s.cfg.MultiStream && key.Stream != s.cfg.Stream:
+		return fmt.Errorf("lease %s of %s: KCL lease table %q is a single-stream application's, of stream %q (KCLConfig.Stream)",
+			op, key, s.cfg.TableName, s.cfg.Stream)
+	}
+	return nil
+}
+
+// before runs the checks every lease operation shares: scope, then whether the caller still
+// wants the answer.
+func (s *KCLStore) before(ctx context.Context, op string, key Key, checkShard bool) error {
+	if err := s.scope(op, key, checkShard); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lease %s of %s: %w", op, key, err)
+	}
+	return nil
+}
+
+// callErr wraps an error of a DynamoDB call, naming the operation, the lease and the table.
+func (s *KCLStore) callErr(op string, key Key, err error) error {
+	return fmt.Errorf("lease %s of %s in KCL lease table %q: %w", op, key, s.cfg.TableName, err)
+}
+
+// Join implements Store on the member table.
+func (s *KCLStore) Join(ctx context.Context, m Member) (Member, error) { return s.members.Join(ctx, m) }
+
+// Heartbeat implements Store on the member table.
+func (s *KCLStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
+	return s.members.Heartbeat(ctx, m)
+}
+
+// FenceMember implements Store on the member table.
+func (s *KCLStore) FenceMember(ctx context.Context, observed Member) error {
+	return s.members.FenceMember(ctx, observed)
+}
+
+// Members implements Store on the member table.
+func (s *KCLStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
+	return s.members.Members(ctx, group, stream)
+}
+
+// NotifyMember implements Store on the member table.
+func (s *KCLStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+	return s.members.NotifyMember(ctx, group, stream, worker)
+}
+
+// LeadingMembers implements Store on the member table.
+func (s *KCLStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
+	return s.members.LeadingMembers(ctx, group, stream, n)
+}
+
+// RemoveMember implements Store on the member table.
+func (s *KCLStore) RemoveMember(ctx context.Context, observed Member) error {
+	return s.members.RemoveMember(ctx, observed)
+}

@@ -1,0 +1,224 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attributes of a KCL lease item, as the KCL's lease serializers name them.
+const (
+	kclLeaseKey         = "leaseKey"
+	kclOwner            = "leaseOwner"
+	kclCounter          = "leaseCounter"
+	kclOwnerSwitches    = "ownerSwitchesSinceCheckpoint"
+	kclCheckpoint       = "checkpoint"
+	kclCheckpointSub    = "checkpointSubSequenceNumber"
+	kclPending          = "pendingCheckpoint"
+	kclPendingSub       = "pendingCheckpointSubSequenceNumber"
+	kclPendingState     = "pendingCheckpointState"
+	kclParents          = "parentShardId"
+	kclChildren         = "childShardIds"
+	kclCheckpointOwner  = "checkpointOwner" // KCL 3.x: the owner finishing its work during a handoff
+	kclStreamName       = "streamName"      // multi-stream: account:stream:creationEpoch
+	kclShardID          = "shardId"         // multi-stream
+	kclEntityType       = "entityType"      // late KCL 3.x: rows other than leases carry another value
+	kclEntityTypeLease  = "LEASE"
+	kclWatermillGen     = "watermillGeneration"
+	kclWatermillOwner   = "watermillOwner"
+	kclWatermillInc     = "watermillIncarnation"
+	kclWatermillPending = "watermillPendingOwner"
+	// kclWatermillCheckpoint is the checkpoint as this store was given it, beside the KCL's
+	// pair: "seq" and "seq:0" are the same pair, but not the same resume (checkpointOfKCL).
+	kclWatermillCheckpoint = "watermillCheckpoint"
+)
+
+// identifierCache holds the multi-stream identifiers known by stream name. Safe for concurrent
+// use.
+type identifierCache struct {
+	mu  sync.Mutex
+	ids map[string]string
+}
+
+func newIdentifierCache(configured map[string]string) *identifierCache {
+	c := &identifierCache{ids: map[string]string{}}
+	for stream, id := range configured {
+		c.ids[stream] = id
+	}
+	return c
+}
+
+func (c *identifierCache) get(stream string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.ids[stream]
+	return id, ok
+}
+
+// learn records an identifier read from an item, unless one is configured or known.
+func (c *identifierCache) learn(stream, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.ids[stream]; !ok {
+		c.ids[stream] = id
+	}
+}
+
+// itemKey is the KCL item key of a lease: the shard id, or in a multi-stream table the stream
+// identifier, ':' and the shard id.
+func (s *KCLStore) itemKey(op string, key Key) (map[string]types.AttributeValue, error) {
+	leaseKey := key.ShardID
+	if s.cfg.MultiStream {
+		id, ok := s.streamIDs.get(key.Stream)
+		if !ok {
+			return nil, fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q has no lease of stream %q to learn its identifier from, and KCLConfig.StreamIdentifiers does not name it: add %q: \"account:%s:creationEpoch\"",
+				op, key, s.cfg.TableName, key.Stream, key.Stream, key.Stream)
+		}
+		leaseKey = id + ":" + key.ShardID
+	}
+	return map[string]types.AttributeValue{kclLeaseKey: &types.AttributeValueMemberS{Value: leaseKey}}, nil
+}
+
+// kclCheckpointOf is the KCL checkpoint (sequence number and sub-sequence number) of a
+// checkpoint of this package: "seq" is (seq, 0), "seq:sub" is (seq, sub), ShardEnd is
+// (SHARD_END, 0). Anything else is an error: the KCL compares checkpoints as numbers.
+func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
+	if cp == ShardEnd {
+		return ShardEnd, 0, nil
+	}
+	seq, subText, inside := strings.Cut(cp, ":")
+	if inside {
+		if sub, err = strconv.ParseInt(subText, 10, 64); err != nil || sub < 0 {
+			return "", 0, fmt.Errorf("checkpoint %q: the sub-sequence number after ':' is not a non-negative integer", cp)
+		}
+	}
+	if n, ok := new(big.Int).SetString(seq, 10); !ok || n.Sign() < 0 {
+		return "", 0, fmt.Errorf("checkpoint %q is neither SHARD_END nor a sequence number (decimal digits, optionally ':' and a sub-sequence number)", cp)
+	}
+	return seq, sub, nil
+}
+
+// checkpointOfKCL is this package's checkpoint of a KCL one: "" for a sentinel of an unread
+// shard, ShardEnd, and "seq:sub" for a sequence number. The KCL writes sub-sequence number 0
+// both for a plain record and for the first user record of an aggregate; "seq:0" makes the
+// reader resume at seq and skip what (seq, 0) covers either way (see the reader's DropDone),
+// where "seq" would skip the rest of the aggregate.
+//
+// mine is what this store wrote as the checkpoint (kclWatermillCheckpoint): when it still says
+// the same as the KCL's attributes, it is the checkpoint, as it was given.
+func checkpointOfKCL(seq string, sub int64, mine string) string {
+	switch seq {
+	case KCLTrimHorizon, KCLLatest, KCLAtTimestamp, "":
+		return ""
+	case ShardEnd:
+		return ShardEnd
+	}
+	if mine != "" {
+		if mineSeq, mineSub, err := kclCheckpointOf(mine); err == nil && mineSeq == seq && mineSub == sub {
+			return mine
+		}
+	}
+	return seq + ":" + strconv.FormatInt(sub, 10)
+}
+
+// kclItem reads the attributes of one KCL item, collecting what is wrong.
+type kclItem struct {
+	item map[string]types.AttributeValue
+	errs []error
+}
+
+func (r *kclItem) str(name string, required bool) string {
+	switch v := r.item[name].(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case nil:
+		if required {
+			r.errs = append(r.errs, fmt.Errorf("attribute %s is missing", name))
+		}
+	default:
+		r.errs = append(r.errs, fmt.Errorf("attribute %s is a %T, want a string (S)", name, v))
+	}
+	return ""
+}
+
+func (r *kclItem) num(name string, required bool) int64 {
+	switch v := r.item[name].(type) {
+	case *types.AttributeValueMemberN:
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("attribute %s is %q, not a 64-bit integer", name, v.Value))
+		}
+		return n
+	case nil:
+		if required {
+			r.errs = append(r.errs, fmt.Errorf("attribute %s is missing", name))
+		}
+	default:
+		r.errs = append(r.errs, fmt.Errorf("attribute %s is a %T, want a number (N)", name, v))
+	}
+	return 0
+}
+
+func (r *kclItem) strings(name string) []string {
+	switch v := r.item[name].(type) {
+	case *types.AttributeValueMemberSS:
+		return append([]string(nil), v.Value...)
+	case nil:
+	default:
+		r.errs = append(r.errs, fmt.Errorf("attribute %s is a %T, want a string set (SS)", name, v))
+	}
+	return nil
+}
+
+// isKCLLease reports whether an item of a KCL table is a lease: late KCL 3.x versions keep
+// other rows in it, marked by another entity type.
+func isKCLLease(item map[string]types.AttributeValue) bool {
+	v, ok := item[kclEntityType].(*types.AttributeValueMemberS)
+	return !ok || v.Value == kclEntityTypeLease
+}
+
+// leaseOfKCL reads a lease of this store's group from a KCL item. It never panics: an item the
+// KCL could not have written is an error that names the item and what is wrong.
+func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, error) {
+	r := &kclItem{item: item}
+	leaseKey := r.str(kclLeaseKey, true)
+	l := Lease{Group: s.cfg.Application, Stream: s.cfg.Stream, ShardID: leaseKey}
+	if s.cfg.MultiStream {
+		id := r.str(kclStreamName, true)
+		l.ShardID = r.str(kclShardID, true)
+		stream, ok := streamOfIdentifier(id)
+		switch {
+		case len(r.errs) > 0:
+		case !ok:
+			r.errs = append(r.errs, fmt.Errorf("attribute %s is %q, want account:stream:creationEpoch", kclStreamName, id))
+		case leaseKey != id+":"+l.ShardID:
+			r.errs = append(r.errs, fmt.Errorf("leaseKey is not %s:%s", kclStreamName, kclShardID))
+		default:
+			l.Stream = stream
+			s.streamIDs.learn(stream, id)
+		}
+	}
+	owner := r.str(kclOwner, false)
+	l.Owner = owner
+	if checkpointOwner := r.str(kclCheckpointOwner, false); checkpointOwner != "" {
+		// A KCL 3.x handoff: the old owner finishes its work, leaseOwner is the next one.
+		l.Owner, l.PendingOwner = checkpointOwner, owner
+	}
+	l.Counter = r.num(kclCounter, true)
+	l.Generation = r.num(kclWatermillGen, false)
+	l.Checkpoint = checkpointOfKCL(r.str(kclCheckpoint, true), r.num(kclCheckpointSub, false), r.str(kclWatermillCheckpoint, false))
+	l.Parents = r.strings(kclParents)
+	if owner != "" && r.str(kclWatermillOwner, false) == owner {
+		l.Incarnation = r.num(kclWatermillInc, false)
+		l.PendingOwner = r.str(kclWatermillPending, false)
+	}
+	if len(r.errs) > 0 {
+		return Lease{}, fmt.Errorf("KCL lease table %q: item %q is not a KCL lease: %w", s.cfg.TableName, leaseKey, errors.Join(r.errs...))
+	}
+	return l, nil
+}

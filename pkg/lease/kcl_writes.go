@@ -1,0 +1,454 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Conditions of the KCLStore's writes; the names (#owner and the rest) are those of kclNames.
+const (
+	// kclOwnerCondition: the caller still owns the lease by this store's protocol (leaseOwner
+	// and watermillOwner are it), and no KCL 3.x handoff is under way; with the generation's
+	// condition (kclGenerationCondition).
+	kclOwnerCondition = "#owner = :me AND #wo = :me AND attribute_not_exists(#cpo) AND "
+	// kclCounterCondition is the KCL's own rule for a take: the counter the taker observed.
+	kclCounterCondition = "attribute_exists(#key) AND #ctr = :c"
+)
+
+// kclNames are the attribute names every KCLStore expression may use.
+func kclNames() map[string]string {
+	return map[string]string{
+		"#key": kclLeaseKey, "#owner": kclOwner, "#ctr": kclCounter, "#gen": kclWatermillGen, "#wo": kclWatermillOwner,
+		"#inc": kclWatermillInc, "#pend": kclWatermillPending, "#cpo": kclCheckpointOwner, "#sw": kclOwnerSwitches,
+		"#cp": kclCheckpoint, "#cpsub": kclCheckpointSub, "#wcp": kclWatermillCheckpoint,
+		"#pcp": kclPending, "#pcpsub": kclPendingSub, "#pcpstate": kclPendingState,
+	}
+}
+
+// kclGenerationCondition is the condition that the lease is of generation :g. A lease the KCL
+// wrote has no watermillGeneration: generation 0, matched by the attribute's absence too.
+func kclGenerationCondition(g int64) string {
+	if g == 0 {
+		return "(attribute_not_exists(#gen) OR #gen = :g)"
+	}
+	return "#gen = :g"
+}
+
+// Create implements Store: one PutItem conditioned on attribute_not_exists(leaseKey), of the
+// item as the KCL creates one (counter 1, a sentinel checkpoint for a shard never read), after
+// adding the shard to its parents' childShardIds, as the KCL records its children.
+func (s *KCLStore) Create(ctx context.Context, l Lease) (Lease, error) {
+	key := l.Key()
+	if err := s.before(ctx, OpCreate, key, true); err != nil {
+		return Lease{}, err
+	}
+	item, err := s.itemKey(OpCreate, key)
+	if err != nil {
+		return Lease{}, err
+	}
+	seq, sub := s.cfg.InitialPosition, int64(0)
+	if len(l.Parents) > 0 {
+		seq = KCLTrimHorizon // a child is read from its start, whatever the application's position
+	}
+	if l.Checkpoint != "" {
+		if seq, sub, err = kclCheckpointOf(l.Checkpoint); err != nil {
+			return Lease{}, fmt.Errorf("lease %s of %s: %w", OpCreate, key, err)
+		}
+		item[kclWatermillCheckpoint] = &types.AttributeValueMemberS{Value: l.Checkpoint}
+	}
+	item[kclCounter] = numberValue(1)
+	item[kclCheckpoint] = &types.AttributeValueMemberS{Value: seq}
+	item[kclCheckpointSub] = numberValue(sub)
+	item[kclOwnerSwitches] = numberValue(0)
+	if s.cfg.MultiStream {
+		id, _ := s.streamIDs.get(key.Stream)
+		item[kclStreamName] = &types.AttributeValueMemberS{Value: id}
+		item[kclShardID] = &types.AttributeValueMemberS{Value: key.ShardID}
+	}
+	if len(l.Parents) > 0 {
+		item[kclParents] = &types.AttributeValueMemberSS{Value: append([]string(nil), l.Parents...)}
+	}
+	if l.Owner != "" {
+		item[kclOwner] = &types.AttributeValueMemberS{Value: l.Owner}
+		item[kclWatermillOwner] = &types.AttributeValueMemberS{Value: l.Owner}
+		if l.PendingOwner != "" {
+			item[kclWatermillPending] = &types.AttributeValueMemberS{Value: l.PendingOwner}
+		}
+	}
+	for _, parent := range l.Parents {
+		if err := s.addChild(ctx, key, parent); err != nil {
+			return Lease{}, err
+		}
+	}
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(s.cfg.TableName),
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_not_exists(#key)"),
+		ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey},
+	})
+	switch {
+	case isConditionFailed(err):
+		return Lease{}, &ConditionError{Op: OpCreate, Key: key, Err: ErrLeaseExists}
+	case err != nil:
+		return Lease{}, s.callErr(OpCreate, key, err)
+	}
+	return s.leaseOfKCL(item)
+}
+
+// addChild adds the shard of key to its parent's childShardIds, if the parent's lease is
+// there. The write leaves leaseCounter alone: nothing a worker judges the lease by changes, and
+// a KCL worker's renewals and checkpoints of the parent (conditioned on the counter) go on.
+func (s *KCLStore) addChild(ctx context.Context, child Key, parent string) error {
+	key, err := s.itemKey(OpCreate, Key{Group: child.Group, Stream: child.Stream, ShardID: parent})
+	if err != nil {
+		return err
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.cfg.TableName),
+		Key:                       key,
+		UpdateExpression:          aws.String("ADD #children :child"),
+		ConditionExpression:       aws.String("attribute_exists(#key)"),
+		ExpressionAttributeNames:  map[string]string{"#children": kclChildren, "#key": kclLeaseKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":child": &types.AttributeValueMemberSS{Value: []string{child.ShardID}}},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("lease %s of %s: adding it to the childShardIds of its parent %q in KCL lease table %q: %w",
+			OpCreate, child, parent, s.cfg.TableName, err)
+	}
+	return nil
+}
+
+// List implements Store: a strongly consistent Scan of the table, paged, keeping the leases
+// of the stream (rows that late KCL 3.x versions keep beside the leases are skipped).
+func (s *KCLStore) List(ctx context.Context, group, stream string) ([]Lease, error) {
+	key := Key{Group: group, Stream: stream}
+	if err := s.before(ctx, OpList, key, false); err != nil {
+		return nil, err
+	}
+	in := &dynamodb.ScanInput{TableName: aws.String(s.cfg.TableName), ConsistentRead: aws.Bool(true)}
+	var out []Lease
+	for {
+		page, err := s.client.Scan(ctx, in)
+		if err != nil {
+			return nil, s.callErr(OpList, key, err)
+		}
+		if page == nil {
+			return nil, s.callErr(OpList, key, errors.New("Scan returned no page"))
+		}
+		for _, item := range page.Items {
+			if !isKCLLease(item) {
+				continue
+			}
+			l, err := s.leaseOfKCL(item)
+			if err != nil {
+				return nil, fmt.Errorf("lease %s of %s: %w", OpList, key, err)
+			}
+			if l.Stream == stream {
+				out = append(out, l)
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ShardID < out[j].ShardID })
+	return out, nil
+}
+
+// update runs one conditional UpdateItem on key's item and returns the lease as written. failed
+// reports that the condition did not hold (nothing was written); err is any other failure.
+func (s *KCLStore) update(ctx context.Context, op string, key Key, set, cond string, values map[string]types.AttributeValue,
+) (l Lease, failed bool, err error) {
+	item, err := s.itemKey(op, key)
+	if err != nil {
+		return Lease{}, false, err
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.cfg.TableName),
+		Key:                       item,
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  usedNames(kclNames(), set, cond),
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	switch {
+	case isConditionFailed(err):
+		return Lease{}, true, nil
+	case err != nil:
+		return Lease{}, false, s.callErr(op, key, err)
+	case out == nil:
+		return Lease{}, false, s.callErr(op, key, errors.New("UpdateItem returned no answer"))
+	}
+	if l, err = s.leaseOfKCL(out.Attributes); err == nil && l.Key() != key {
+		err = fmt.Errorf("the written item is the lease of %s", l.Key())
+	}
+	if err != nil {
+		return Lease{}, false, fmt.Errorf("lease %s of %s: %w", op, key, err)
+	}
+	return l, false, nil
+}
+
+// Take implements Store: the KCL's take, one UpdateItem conditioned on the observed counter
+// (and generation), that makes owner the leaseOwner, counts an owner switch when the owner
+// changes, and ends any handoff request or KCL 3.x handoff. When the condition fails, a
+// strongly consistent GetItem tells ErrLeaseNotFound from ErrLeaseChanged.
+func (s *KCLStore) Take(ctx context.Context, observed Lease, owner string) (Lease, error) {
+	key := observed.Key()
+	if err := s.before(ctx, OpTake, key, true); err != nil {
+		return Lease{}, err
+	}
+	if owner == "" {
+		return Lease{}, fmt.Errorf("lease %s of %s: the new owner is empty", OpTake, key)
+	}
+	switches := int64(0)
+	if observed.Owner != owner {
+		switches = 1
+	}
+	values := map[string]types.AttributeValue{
+		":new": &types.AttributeValueMemberS{Value: owner}, ":c": numberValue(observed.Counter),
+		":g": numberValue(observed.Generation), ":next": numberValue(observed.Generation + 1),
+		":one": numberValue(1), ":zero": numberValue(0), ":sw": numberValue(switches),
+	}
+	// The counter alone is the KCL's condition; the owner (as List reads it, see leaseOfKCL)
+	// makes the rule whole by itself.
+	ownerCond := "attribute_not_exists(#owner)"
+	if observed.Owner != "" {
+		ownerCond = "(#owner = :o OR #cpo = :o)"
+		values[":o"] = &types.AttributeValueMemberS{Value: observed.Owner}
+	}
+	l, failed, err := s.update(ctx, OpTake, key,
+		"SET #owner = :new, #wo = :new, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :sw REMOVE #pend, #inc, #cpo",
+		kclCounterCondition+" AND "+ownerCond+" AND "+kclGenerationCondition(observed.Generation), values)
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: OpTake, Key: key, Err: s.notFoundOrChanged(ctx, key)}
+}
+
+// notFoundOrChanged reads the lease back after a failed take or handoff request; see
+// DynamoDBStore.notFoundOrChanged.
+func (s *KCLStore) notFoundOrChanged(ctx context.Context, key Key) error {
+	item, err := s.itemKey(OpTake, key)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrLeaseChanged, err)
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.cfg.TableName), Key: item, ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#key"), ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey},
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (reading it back from KCL lease table %q to tell whether it still exists failed: %v)",
+			ErrLeaseChanged, s.cfg.TableName, err)
+	case out == nil || len(out.Item) == 0:
+		return ErrLeaseNotFound
+	default:
+		return ErrLeaseChanged
+	}
+}
+
+// ownerUpdate runs an owner-side write (Renew, Checkpoint, Release) conditioned on
+// kclOwnerCondition. Any failed condition is ErrLeaseLost, as in DynamoDBStore.ownerUpdate.
+func (s *KCLStore) ownerUpdate(ctx context.Context, op string, held Lease, set string, values map[string]types.AttributeValue) (Lease, error) {
+	key := held.Key()
+	if err := s.before(ctx, op, key, true); err != nil {
+		return Lease{}, err
+	}
+	if held.Owner == "" {
+		return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
+	}
+	values[":me"] = &types.AttributeValueMemberS{Value: held.Owner}
+	values[":g"] = numberValue(held.Generation)
+	values[":one"] = numberValue(1)
+	l, failed, err := s.update(ctx, op, key, set, kclOwnerCondition+kclGenerationCondition(held.Generation), values)
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
+}
+
+// kclUpdateExpression joins SET and REMOVE actions into one update expression, with the
+// write of an owner's incarnation (see withIncarnation): set when it is not 0, removed when it
+// is.
+func kclUpdateExpression(set, remove []string, incarnation int64, values map[string]types.AttributeValue) string {
+	if incarnation == 0 {
+		remove = append(remove, "#inc")
+	} else {
+		values[":inc"] = numberValue(incarnation)
+		set = append(set, "#inc = :inc")
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	return expr
+}
+
+// Renew implements Store: leaseCounter + 1 and held's incarnation, conditioned on ownership.
+func (s *KCLStore) Renew(ctx context.Context, held Lease) (Lease, error) {
+	values := map[string]types.AttributeValue{}
+	return s.ownerUpdate(ctx, OpRenew, held, kclUpdateExpression([]string{"#ctr = #ctr + :one"}, nil, held.Incarnation, values), values)
+}
+
+// Checkpoint implements Store as the KCL checkpoints: checkpoint and
+// checkpointSubSequenceNumber set, ownerSwitchesSinceCheckpoint 0, a prepared checkpoint
+// (pendingCheckpoint) dropped as superseded, leaseCounter + 1; conditioned on ownership.
+func (s *KCLStore) Checkpoint(ctx context.Context, held Lease, checkpoint string) (Lease, error) {
+	key := held.Key()
+	if checkpoint == "" {
+		return Lease{}, fmt.Errorf("lease %s of %s: the checkpoint is empty", OpCheckpoint, key)
+	}
+	seq, sub, err := kclCheckpointOf(checkpoint)
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease %s of %s: %w", OpCheckpoint, key, err)
+	}
+	values := map[string]types.AttributeValue{
+		":seq": &types.AttributeValueMemberS{Value: seq}, ":sub": numberValue(sub),
+		":cp": &types.AttributeValueMemberS{Value: checkpoint}, ":zero": numberValue(0),
+	}
+	set := kclUpdateExpression(
+		[]string{"#cp = :seq", "#cpsub = :sub", "#wcp = :cp", "#sw = :zero", "#ctr = #ctr + :one"},
+		[]string{"#pcp", "#pcpsub", "#pcpstate"}, held.Incarnation, values)
+	return s.ownerUpdate(ctx, OpCheckpoint, held, set, values)
+}
+
+// Release implements Store as the KCL evicts a lease: leaseOwner removed (and this store's
+// owner attributes), generation and leaseCounter + 1, conditioned on ownership.
+func (s *KCLStore) Release(ctx context.Context, held Lease) (Lease, error) {
+	return s.ownerUpdate(ctx, OpRelease, held, "SET #gen = :next, #ctr = #ctr + :one REMOVE #owner, #wo, #pend, #inc",
+		map[string]types.AttributeValue{":next": numberValue(held.Generation + 1)})
+}
+
+// RequestHandoff implements Store: watermillPendingOwner set and leaseCounter + 1, provided the
+// lease is held by the observed owner by this store's protocol (a KCL worker does not answer
+// requests: its leases are not asked for), as in DynamoDBStore.RequestHandoff.
+func (s *KCLStore) RequestHandoff(ctx context.Context, observed Lease, taker string) (Lease, error) {
+	key := observed.Key()
+	if err := s.before(ctx, OpRequestHandoff, key, true); err != nil {
+		return Lease{}, err
+	}
+	if err := checkHandoffRequest(observed, taker); err != nil {
+		return Lease{}, err
+	}
+	l, failed, err := s.update(ctx, OpRequestHandoff, key, "SET #pend = :t, #ctr = #ctr + :one",
+		"attribute_exists(#key) AND #owner = :o AND #wo = :o AND "+kclGenerationCondition(observed.Generation)+
+			" AND attribute_not_exists(#cpo) AND (attribute_not_exists(#pend) OR #pend = :t)",
+		map[string]types.AttributeValue{
+			":o": &types.AttributeValueMemberS{Value: observed.Owner}, ":g": numberValue(observed.Generation),
+			":t": &types.AttributeValueMemberS{Value: taker}, ":one": numberValue(1),
+		})
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: OpRequestHandoff, Key: key, Err: s.notFoundOrChanged(ctx, key)}
+}
+
+// Handoff implements Store: the pending owner becomes leaseOwner (an owner switch), generation
+// and leaseCounter + 1, conditioned on ownership and a pending owner; see DynamoDBStore.Handoff
+// for why the new owner is read from the item and how a failure is told apart.
+func (s *KCLStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
+	key := held.Key()
+	if err := s.before(ctx, OpHandoff, key, true); err != nil {
+		return Lease{}, err
+	}
+	if held.Owner == "" {
+		return Lease{}, &ConditionError{Op: OpHandoff, Key: key, Err: ErrLeaseLost}
+	}
+	l, failed, err := s.update(ctx, OpHandoff, key,
+		"SET #owner = #pend, #wo = #pend, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :one REMOVE #pend, #inc",
+		kclOwnerCondition+kclGenerationCondition(held.Generation)+" AND attribute_exists(#pend)",
+		map[string]types.AttributeValue{
+			":me": &types.AttributeValueMemberS{Value: held.Owner}, ":g": numberValue(held.Generation),
+			":next": numberValue(held.Generation + 1), ":one": numberValue(1), ":zero": numberValue(0),
+		})
+	if err != nil || !failed {
+		return l, err
+	}
+	return Lease{}, &ConditionError{Op: OpHandoff, Key: key, Err: s.whyHandoffFailed(ctx, held)}
+}
+
+// whyHandoffFailed reads the lease back after a failed handoff: ErrNoPendingOwner if the caller
+// still holds it, ErrLeaseLost otherwise or if the read fails.
+func (s *KCLStore) whyHandoffFailed(ctx context.Context, held Lease) error {
+	item, err := s.itemKey(OpHandoff, held.Key())
+	if err != nil {
+		return fmt.Errorf("%w (%v)", ErrLeaseLost, err)
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.TableName), Key: item, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("%w (reading it back from KCL lease table %q to tell whether it is still held failed: %v)",
+			ErrLeaseLost, s.cfg.TableName, err)
+	}
+	if out == nil || len(out.Item) == 0 {
+		return ErrLeaseLost
+	}
+	owner, _ := out.Item[kclOwner].(*types.AttributeValueMemberS)
+	mine, _ := out.Item[kclWatermillOwner].(*types.AttributeValueMemberS)
+	gen, _ := out.Item[kclWatermillGen].(*types.AttributeValueMemberN)
+	_, handingOver := out.Item[kclCheckpointOwner]
+	if owner == nil || mine == nil || owner.Value != held.Owner || mine.Value != held.Owner || gen == nil || handingOver {
+		return ErrLeaseLost
+	}
+	if n, err := strconv.ParseInt(gen.Value, 10, 64); err != nil || n != held.Generation {
+		return ErrLeaseLost
+	}
+	return ErrNoPendingOwner
+}
+
+// DeleteFinished implements Store: one DeleteItem conditioned on SHARD_END and the observed
+// counter (a lease already gone is not an error). The KCL deletes finished leases too, once
+// their children are being read.
+func (s *KCLStore) DeleteFinished(ctx context.Context, observed Lease) error {
+	key := observed.Key()
+	if err := s.before(ctx, OpDeleteFinished, key, true); err != nil {
+		return err
+	}
+	item, err := s.itemKey(OpDeleteFinished, key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.cfg.TableName),
+		Key:                      item,
+		ConditionExpression:      aws.String("attribute_not_exists(#key) OR (#cp = :end AND #ctr = :c)"),
+		ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey, "#cp": kclCheckpoint, "#ctr": kclCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end": &types.AttributeValueMemberS{Value: ShardEnd}, ":c": numberValue(observed.Counter),
+		},
+	})
+	switch {
+	case isConditionFailed(err):
+		return &ConditionError{Op: OpDeleteFinished, Key: key, Err: ErrLeaseChanged}
+	case err != nil:
+		return s.callErr(OpDeleteFinished, key, err)
+	}
+	return nil
+}
+
+// namePattern finds the attribute name placeholders of an expression.
+var namePattern = regexp.MustCompile(`#[a-zA-Z]+`)
+
+// usedNames keeps the names the expressions use: DynamoDB refuses a request with names it does
+// not use.
+func usedNames(all map[string]string, exprs ...string) map[string]string {
+	used := map[string]string{}
+	for _, e := range exprs {
+		for _, n := range namePattern.FindAllString(e, -1) {
+			if v, ok := all[n]; ok {
+				used[n] = v
+			}
+		}
+	}
+	return used
+}
