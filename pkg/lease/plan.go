@@ -23,6 +23,11 @@ type ShareInput struct {
 	// yet, are counted by everyone: nobody takes, or asks for, the share of another. Nil: only
 	// the owners of live leases and Self count.
 	Members []string
+	// Foreign reports whether an owner is a worker outside the group's protocol, that does not
+	// answer RequestHandoff: a KCL worker on a KCL lease table (lease.KCLStore), which has no
+	// member record. Its live leases count for the shares but are never asked for; they are
+	// taken only once they expire. Nil: nobody is.
+	Foreign func(owner string) bool
 }
 
 // SharePlan is what a worker should do at one lease sync.
@@ -137,7 +142,7 @@ func PlanShare(in ShareInput) SharePlan {
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].ShardID < candidates[j].ShardID })
 	plan.Take = candidates
 	if !available {
-		plan.Ask = asks(open, in.Self, workers, live, eligible)
+		plan.Ask = asks(open, in.Self, workers, live, eligible, in.Foreign)
 	}
 	return plan
 }
@@ -206,8 +211,8 @@ func Quotas(n int, workers []string, held map[string]int) map[string]int {
 // returns the leases self should ask for. The leases being read are the owned, live ones (a
 // free lease waiting for its parents does not count); one already asked for counts for the
 // worker that asked. An owner's leases go from the last in shard order, skipping ineligible
-// ones and those already asked for.
-func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool) []Lease {
+// ones, those already asked for, and all of a foreign owner's.
+func asks(open []Lease, self string, workers map[string]bool, live, eligible func(Lease) bool, foreign func(string) bool) []Lease {
 	held := map[string]int{}
 	askable := map[string][]Lease{} // by owner, in shard order
 	total := 0
@@ -219,7 +224,7 @@ func asks(open []Lease, self string, workers map[string]bool, live, eligible fun
 			held[l.PendingOwner]++
 		default:
 			held[l.Owner]++
-			if eligible(l) && l.PendingOwner == "" {
+			if eligible(l) && l.PendingOwner == "" && (foreign == nil || !foreign(l.Owner)) {
 				askable[l.Owner] = append(askable[l.Owner], l)
 			}
 		}

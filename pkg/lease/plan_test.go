@@ -198,14 +198,21 @@ func TestPlanShareAsk(t *testing.T) {
 			self: "b", leases: []string{"a", "a", "a", "a", "-"}, ineligible: "s04", members: []string{"a", "b"}, workers: 2, ask: "s03,s02"},
 		{name: "an ineligible lease is not asked for",
 			self: "b", leases: []string{"a", "a", "a", "a"}, ineligible: "s03", members: []string{"a", "b"}, workers: 2, ask: "s02,s01"},
-		{name: "an owner that is not a member (an older version) is asked too",
+		{name: "an owner that is not a member, foreign unknown, is asked too",
 			self: "b", leases: []string{"a", "a", "a", "a"}, members: []string{"b"}, workers: 2, ask: "s03,s02"},
+		{name: "a foreign owner (a KCL worker) counts but is never asked",
+			self: "b", leases: []string{"kcl", "kcl", "kcl", "kcl"}, members: []string{"b"}, workers: 2},
+		{name: "with a foreign owner above its share, members ask only members",
+			self: "c", leases: []string{"kcl", "kcl", "kcl", "kcl", "a", "a"}, members: []string{"a", "c"}, workers: 3, quota: 2},
+		{name: "a member above its share is asked beside a foreign owner",
+			self: "c", leases: []string{"kcl", "kcl", "a", "a", "a", "a"}, members: []string{"a", "c"}, workers: 3, ask: "s05,s04"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := lease.PlanShare(lease.ShareInput{
 				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
 				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
+				Foreign:  func(owner string) bool { return owner == "kcl" },
 			})
 			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take || tt.quota != 0 && plan.Quota != tt.quota {
 				t.Errorf("got workers %d take %q ask %q quota %d; want %d %q %q %d",

@@ -188,6 +188,14 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		},
 		Eligible: c.eligible,
 		Members:  members,
+		// An owner with no member record, in this worker's last read of them, is not of this
+		// group's protocol (a KCL worker on a KCL lease table): it is not asked for a lease,
+		// which it would not hand over. A member that joined since that read is asked at the
+		// sync after the next read.
+		Foreign: func(owner string) bool {
+			_, ok := c.members.Record(owner)
+			return !ok
+		},
 	})
 	if len(plan.Take) > 0 || len(plan.Ask) > 0 || plan.Held < plan.Quota {
 		// This worker is not at its share yet: the next lease sync lists again to see how
