@@ -30,6 +30,10 @@ const (
 	KCLAtTimestamp = "AT_TIMESTAMP"
 )
 
+// ErrNoMemberTable is the error of a member call on a KCLStore opened with
+// KCLConfig.LeasesOnly.
+var ErrNoMemberTable = errors.New("KCL lease store opened with LeasesOnly: it has no member table")
+
 // DefaultKCLMemberTableSuffix names the member table of a KCLStore when KCLConfig.MemberTableName
 // is empty: the lease table's name with this suffix.
 const DefaultKCLMemberTableSuffix = "-WatermillMembers"
@@ -73,6 +77,10 @@ type KCLConfig struct {
 	// creates it (partition key leaseKey, on-demand capacity), when they do not exist. Default
 	// false: a missing table is ErrTableNotFound.
 	CreateTables bool
+	// LeasesOnly opens the lease table alone, for tools that only read the leases
+	// (kinesis-leases): the member table is not opened, and every member call fails with
+	// ErrNoMemberTable. A Subscriber needs the member table. Default false.
+	LeasesOnly bool
 	// CreateTableTimeout bounds the wait for a table being created. Default (zero): 2 minutes
 	// (DefaultCreateTableTimeout). Must not be negative.
 	CreateTableTimeout time.Duration
@@ -206,13 +214,17 @@ func NewKCLStore(ctx context.Context, cfg KCLConfig) (*KCLStore, error) {
 	if err := checkKCLKeySchema(cfg.TableName, desc); err != nil {
 		return nil, err
 	}
-	members, err := NewDynamoDBStore(ctx, DynamoDBConfig{
+	s := &KCLStore{client: cfg.Client, cfg: cfg, streamIDs: newIdentifierCache(cfg.StreamIdentifiers)}
+	if cfg.LeasesOnly {
+		return s, nil
+	}
+	s.members, err = NewDynamoDBStore(ctx, DynamoDBConfig{
 		Client: cfg.Client, TableName: cfg.MemberTableName, CreateTable: cfg.CreateTables, CreateTableTimeout: cfg.CreateTableTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("member table of KCL lease table %q (KCLConfig.MemberTableName): %w", cfg.TableName, err)
 	}
-	return &KCLStore{client: cfg.Client, cfg: cfg, members: members, streamIDs: newIdentifierCache(cfg.StreamIdentifiers)}, nil
+	return s, nil
 }
 
 // TableName is the KCL lease table's name.
@@ -283,35 +295,73 @@ func (s *KCLStore) callErr(op string, key Key, err error) error {
 	return fmt.Errorf("lease %s of %s in KCL lease table %q: %w", op, key, s.cfg.TableName, err)
 }
 
+// memberTable is the member table's store, or ErrNoMemberTable.
+func (s *KCLStore) memberTable() (*DynamoDBStore, error) {
+	if s.members == nil {
+		return nil, fmt.Errorf("%w (KCL lease table %q)", ErrNoMemberTable, s.cfg.TableName)
+	}
+	return s.members, nil
+}
+
 // Join implements Store on the member table.
-func (s *KCLStore) Join(ctx context.Context, m Member) (Member, error) { return s.members.Join(ctx, m) }
+func (s *KCLStore) Join(ctx context.Context, m Member) (Member, error) {
+	t, err := s.memberTable()
+	if err != nil {
+		return Member{}, err
+	}
+	return t.Join(ctx, m)
+}
 
 // Heartbeat implements Store on the member table.
 func (s *KCLStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
-	return s.members.Heartbeat(ctx, m)
+	t, err := s.memberTable()
+	if err != nil {
+		return Member{}, err
+	}
+	return t.Heartbeat(ctx, m)
 }
 
 // FenceMember implements Store on the member table.
 func (s *KCLStore) FenceMember(ctx context.Context, observed Member) error {
-	return s.members.FenceMember(ctx, observed)
+	t, err := s.memberTable()
+	if err != nil {
+		return err
+	}
+	return t.FenceMember(ctx, observed)
 }
 
 // Members implements Store on the member table.
 func (s *KCLStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
-	return s.members.Members(ctx, group, stream)
+	t, err := s.memberTable()
+	if err != nil {
+		return nil, err
+	}
+	return t.Members(ctx, group, stream)
 }
 
 // NotifyMember implements Store on the member table.
 func (s *KCLStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
-	return s.members.NotifyMember(ctx, group, stream, worker)
+	t, err := s.memberTable()
+	if err != nil {
+		return err
+	}
+	return t.NotifyMember(ctx, group, stream, worker)
 }
 
 // LeadingMembers implements Store on the member table.
 func (s *KCLStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
-	return s.members.LeadingMembers(ctx, group, stream, n)
+	t, err := s.memberTable()
+	if err != nil {
+		return nil, err
+	}
+	return t.LeadingMembers(ctx, group, stream, n)
 }
 
 // RemoveMember implements Store on the member table.
 func (s *KCLStore) RemoveMember(ctx context.Context, observed Member) error {
-	return s.members.RemoveMember(ctx, observed)
+	t, err := s.memberTable()
+	if err != nil {
+		return err
+	}
+	return t.RemoveMember(ctx, observed)
 }
