@@ -109,6 +109,9 @@ type grpWorld struct {
 	publishing bool
 	// meter, when set, is the MeterProvider of every instance started from then on.
 	meter metric.MeterProvider
+	// foreign, when set, makes every instance's store a lease.ForeignTable with these foreign
+	// workers (a KCL application's table).
+	foreign string
 	// leaseSeen tracks, per shard, the lease's (owner, generation, counter) and the fake time
 	// the test first saw it at (checked after every step).
 	leaseSeen map[string]grpSeen
@@ -865,6 +868,9 @@ type grpOp struct {
 }
 
 var _ lease.Store = (*grpStore)(nil)
+
+// ForeignWorkers implements lease.ForeignTable with the world's foreign workers ("" if none).
+func (s *grpStore) ForeignWorkers() string { return s.w.foreign }
 
 // setMode cuts the instance off (grpFail, grpHang) or lets it through again (grpPass); calls
 // waiting in grpHang go on to the shared store when the mode changes.

@@ -365,3 +365,8 @@ func (s *KCLStore) RemoveMember(ctx context.Context, observed Member) error {
 	}
 	return t.RemoveMember(ctx, observed)
 }
+
+var _ ForeignTable = (*KCLStore)(nil)
+
+// ForeignWorkers implements ForeignTable: KCL workers may hold leases in a KCL lease table.
+func (s *KCLStore) ForeignWorkers() string { return "KCL workers" }

@@ -234,3 +234,13 @@ type Store interface {
 	// does but no request is pending: then the caller keeps the lease.
 	Handoff(ctx context.Context, held Lease) (Lease, error)
 }
+
+// ForeignTable is implemented by a Store whose table workers outside this package's protocol
+// may share: a KCL application's lease table (KCLStore), where KCL workers hold leases and have
+// no member record. A group on such a store never reads beside a live one of them (a KCL worker
+// takes leases that are being read), and never asks one for a lease.
+type ForeignTable interface {
+	// ForeignWorkers names those workers, for log lines ("KCL workers"); "" if the table has
+	// none.
+	ForeignWorkers() string
+}

@@ -94,6 +94,7 @@ func (c *Subscription) refreshLeases() error {
 	c.leasesListedAt = sent
 	c.tracker.Observe(list, now)
 	c.invalidateFinished()
+	c.watchForeign(list, now)
 	clear(c.leases)
 	for _, l := range list {
 		c.leases[l.ShardID] = l
@@ -143,6 +144,7 @@ func (c *Subscription) armExpiry(expiry clock.Timer) {
 // quiet, and a take conditioned on them fails if they moved. The leases of a live member are
 // judged only by a listing made in this sync.
 func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
+	fullReads := c.fullReads
 	members := c.syncMembers()
 	now := c.cfg.Clock.Now()
 	listed := false
@@ -155,6 +157,10 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		c.changesAtList, c.syncListed = c.memberChanges(), true
 		c.learnFromLeases()
 		c.fenceReaders()
+	}
+	if c.confirmForeign(now, c.fullReads > fullReads) {
+		c.yieldToForeign()
+		return nil, nil
 	}
 	c.fenceGone(now, members)
 	me := c.cfg.WorkerID

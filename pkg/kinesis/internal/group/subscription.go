@@ -115,6 +115,8 @@ type Subscription struct {
 	failures      map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
 	// joinDue, when start left the join wait to run (see start), fires when it ends.
 	joinDue clock.Timer
+	// foreignW watches for live workers outside the group's protocol (foreign.go).
+	foreignW foreignWatch
 	// lastLeaseSync is when the lease store last answered a lease sync's member read or a
 	// lease listing (UnixNano, on the clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64
@@ -145,6 +147,7 @@ func newSubscription(ctx context.Context, cfg Config) *Subscription {
 		skipped:     map[string]bool{},
 		progress:    map[string]string{},
 		failures:    map[string]int{},
+		foreignW:    newForeignWatch(cfg.LeaseStore),
 	}
 	c.links = shard.Links{
 		Out: c.out, Exits: c.exits, Quit: c.quit, Closing: ctx, Changed: c.changed,
