@@ -26,6 +26,22 @@ import (
 // after that still has none (a member that joined since a partial read would otherwise look
 // foreign).
 
+// foreignExpiryMargin is how much longer than LeaseDuration a foreign worker's lease must stand
+// still before it is taken. A KCL worker times its lease from the answer to its last renewal,
+// not from sending it, and stops a shard's consumer at its next dispatch (every
+// shardConsumerDispatchPollIntervalMillis, 1 s by default), so it may read for a moment after
+// a taker that timed the same lease from its own listing sees it expire.
+const foreignExpiryMargin = 2 * time.Second
+
+// expiresAfter is how long l's counter must stand still before l is taken: LeaseDuration, and
+// foreignExpiryMargin more for a foreign owner's.
+func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {
+	if c.foreignW.kind != "" && c.foreign(l.Owner) {
+		return c.cfg.LeaseDuration + foreignExpiryMargin
+	}
+	return c.cfg.LeaseDuration
+}
+
 // foreignWatch is what the coordinator knows of foreign workers. Owned by the coordinator
 // goroutine.
 type foreignWatch struct {

@@ -180,7 +180,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		Self:   me,
 		Leases: list,
 		Live: func(l lease.Lease) bool {
-			expired := c.tracker.Expired(l, now, c.cfg.LeaseDuration) // records l either way
+			expired := c.tracker.Expired(l, now, c.expiresAfter(l)) // records l either way
 			if l.Owner == me {
 				// This worker's own: alive as long as it runs, whatever its heartbeats and
 				// listings show. (Judged by its own member record, a worker whose heartbeats
