@@ -5,15 +5,25 @@
 //	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
 //	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-timeout 1m]
 //	kinesis-leases -stream orders -group billing -table leases -migrate [-dry-run]
+//	kinesis-leases -stream orders -table billing-app -kcl [-multi-stream] [-group billing-app] [-json] ...
 //
-// It only reads: ListShards, one Query of the lease table, and for each shard not at SHARD_END
-// one GetShardIterator and one GetRecords with Limit 1 (which count against the shard's 5 reads
-// per second, shared with the group; -skip-behind leaves them out). See kinesis.InspectLeases
-// for what every field means.
+// It only reads: ListShards, one Query of the lease table (with -kcl, a Scan), and for each
+// shard not at SHARD_END one GetShardIterator and one GetRecords with Limit 1 (which count
+// against the shard's 5 reads per second, shared with the group; -skip-behind leaves them
+// out). See kinesis.InspectLeases for what every field means.
+//
+// With -kcl, -table is the lease table of a Kinesis Client Library (KCL) application, or of
+// subscribers on one (lease.KCLStore), and -group defaults to the table's name, which the KCL
+// names after the application; -multi-stream says the application reads several streams. The
+// leases are read with a strongly consistent Scan of that table (paged) instead of a Query, and
+// only the lease table is opened (lease.KCLConfig.LeasesOnly); the report is the same. A KCL
+// checkpoint inside an aggregate reads as "seq:sub", one at TRIM_HORIZON, LATEST or
+// AT_TIMESTAMP as no checkpoint.
 //
 // With -migrate it moves the group's leases from the single-partition layout of earlier versions
 // to the one this version reads (lease.MigrateDynamoDBLayout; stop every instance of the group
-// first), and with -dry-run as well it only prints what it would move. Only these write.
+// first), and with -dry-run as well it only prints what it would move. Only these write. A KCL
+// table has nothing to migrate: -migrate with -kcl is a usage error.
 //
 // The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials are
 // found as every AWS SDK finds them: environment variables, shared config and credentials
@@ -59,6 +69,7 @@ type options struct {
 	stream, group, table              string
 	json, skipBehind                  bool
 	migrate, dryRun                   bool
+	kcl, multiStream                  bool
 	kinesisEndpoint, dynamoDBEndpoint string
 	region                            string
 	timeout                           time.Duration
@@ -114,10 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kinesis-leases: %s\n", err)
 		return exitError
 	}
-	if !hasLeases(report) {
-		fmt.Fprintf(stderr, "kinesis-leases: note: table %q holds no leases of group %q on stream %q; check -group (and -table), or the group has not run yet\n",
-			o.table, o.group, o.stream)
-	}
+	noteOddities(o, report, stderr)
 	if err := report.Err(); err != nil {
 		fmt.Fprintf(stderr, "kinesis-leases: some shards could not be measured:\n%s\n", err)
 		return exitError
@@ -136,8 +144,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("kinesis-leases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.stream, "stream", "", "Kinesis stream (required)")
-	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.Group.Name (required)")
-	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.Group.LeaseTable (required)")
+	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.Group.Name (required; with -kcl, default: the -table, as the KCL names its table after the application)")
+	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.Group.LeaseTable, or with -kcl the KCL application's (required)")
+	fs.BoolVar(&o.kcl, "kcl", false, "-table is the lease table of a Kinesis Client Library (KCL) application (read with a Scan; see lease.KCLStore)")
+	fs.BoolVar(&o.multiStream, "multi-stream", false, "with -kcl: the KCL application is a multi-stream one (its lease keys name the stream)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
 	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: the region's AWS endpoint)")
@@ -147,14 +157,20 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.migrate, "migrate", false, "move the group's leases from the single-partition layout of earlier versions (stop every instance of the group first)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "with -migrate: print what would move, change nothing")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n"+
+			"       kinesis-leases -stream S -table KCL_APPLICATION -kcl [-multi-stream] [-group G] [-json] [flags]\n\n"+
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
-			"checkpoint, parents, pending handoff and how far behind the group is. Credentials are found\n"+
-			"as by every AWS SDK: environment, shared files (AWS_PROFILE), container or instance role.\n\nFlags:\n")
+			"checkpoint, parents, pending handoff and how far behind the group is. With -kcl it reads a KCL\n"+
+			"application's lease table instead, and -group defaults to the table's name (the KCL application's\n"+
+			"name). Credentials are found as by every AWS SDK: environment, shared files (AWS_PROFILE),\n"+
+			"container or instance role.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.kcl && o.group == "" {
+		o.group = o.table // the KCL's default table name is its application name
 	}
 	if o.region == "" {
 		o.region = os.Getenv("AWS_REGION")
@@ -175,7 +191,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if required("stream", o.stream, "name the Kinesis stream") && !streamNamePattern.MatchString(o.stream) {
 		problems = append(problems, fmt.Sprintf("-stream %q is not a Kinesis stream name (1 to 128 of a-z, A-Z, 0-9, '_', '.', '-')", o.stream))
 	}
-	required("group", o.group, "name the consumer group")
+	if !o.kcl { // with -kcl it defaults to -table
+		required("group", o.group, "name the consumer group (or, for a KCL application's lease table, set -kcl)")
+	}
 	if required("table", o.table, "name the group's DynamoDB lease table") && !tableNamePattern.MatchString(o.table) {
 		problems = append(problems, fmt.Sprintf("-table %q is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '.', '-')", o.table))
 	}
@@ -189,6 +207,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.dryRun && !o.migrate {
 		problems = append(problems, "-dry-run is set without -migrate: it says what -migrate would change")
+	}
+	if o.multiStream && !o.kcl {
+		problems = append(problems, "-multi-stream is set without -kcl: it says which kind of KCL lease table -table is")
+	}
+	if o.migrate && o.kcl {
+		problems = append(problems, "-migrate is set with -kcl: a KCL lease table has nothing to migrate (-migrate moves this package's own leases out of the layout of its earlier versions)")
 	}
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
@@ -222,8 +246,7 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
 		}
 	})
-	dc := dynamoDBClient(o, awsCfg)
-	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
+	store, err := openStore(ctx, o, dynamoDBClient(o, awsCfg))
 	if err != nil {
 		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
 	}
@@ -234,6 +257,19 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 		LeaseStore:    store,
 		SkipBehind:    o.skipBehind,
 	})
+}
+
+// openStore opens the lease table without creating it: with -kcl as a KCL application's, the
+// lease table alone (nothing here reads member records), else as this package's own.
+func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store, error) {
+	if !o.kcl {
+		return lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
+	}
+	cfg := lease.KCLConfig{Client: dc, TableName: o.table, Application: o.group, MultiStream: o.multiStream, LeasesOnly: true}
+	if !o.multiStream {
+		cfg.Stream = o.stream
+	}
+	return lease.NewKCLStore(ctx, cfg)
 }
 
 // dynamoDBClient is the lease table's client, at -endpoint-dynamodb if given.
@@ -254,8 +290,41 @@ func explain(o options, err error) string {
 		return fmt.Sprintf("%v\n  check -stream, -region (%s) and -endpoint-kinesis", err, o.region)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("%v\n  gave up after -timeout %s; check the endpoints and the network, or raise -timeout", err, o.timeout)
+	case o.kcl && o.multiStream:
+		return fmt.Sprintf("%v\n  if an item is said to lack streamName or shardId, the KCL application reads one stream: leave out -multi-stream", err)
 	}
 	return err.Error()
+}
+
+// noteOddities tells on stderr what a report that looks wrong most likely means: no lease at
+// all (a wrong -group, -table or -stream), or, with -kcl, leases whose shard ids are a
+// multi-stream table's lease keys (-multi-stream left out).
+func noteOddities(o options, r kinesis.GroupReport, stderr io.Writer) {
+	switch {
+	case !hasLeases(r) && o.kcl && o.multiStream:
+		fmt.Fprintf(stderr, "kinesis-leases: note: KCL lease table %q holds no leases of stream %q; check -stream and -table, or the application has not read the stream yet\n",
+			o.table, o.stream)
+	case !hasLeases(r) && o.kcl:
+		fmt.Fprintf(stderr, "kinesis-leases: note: KCL lease table %q holds no leases; check -table, or the application has not run yet\n", o.table)
+	case !hasLeases(r):
+		fmt.Fprintf(stderr, "kinesis-leases: note: table %q holds no leases of group %q on stream %q; check -group (and -table), or the group has not run yet\n",
+			o.table, o.group, o.stream)
+	case o.kcl && !o.multiStream && hasMultiStreamKeys(r):
+		fmt.Fprintf(stderr, "kinesis-leases: note: KCL lease table %q has lease keys of the form account:stream:creationEpoch:shardId; it looks like a multi-stream application's: add -multi-stream\n",
+			o.table)
+	}
+}
+
+// hasMultiStreamKeys reports whether a lease's shard id has a ':', as a multi-stream KCL
+// table's lease keys do (a shard id never has one), which a single-stream read takes for
+// shard ids.
+func hasMultiStreamKeys(r kinesis.GroupReport) bool {
+	for _, s := range r.Shards {
+		if s.HasLease && strings.Contains(s.ShardID, ":") {
+			return true
+		}
+	}
+	return false
 }
 
 func hasLeases(r kinesis.GroupReport) bool {

@@ -271,10 +271,17 @@ func TestRun_BadCommandLine(t *testing.T) {
 			[]string{`-endpoint-kinesis "localhost:4567" is not an http:// or https:// URL`}},
 		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
 		{"dry run alone", append(full, "-dry-run"), nil, exitUsage, []string{"-dry-run is set without -migrate"}},
+		{"multi-stream without kcl", append(full, "-multi-stream"), nil, exitUsage, []string{"-multi-stream is set without -kcl"}},
+		{"migrate a kcl table", append(full, "-kcl", "-migrate"), nil, exitUsage,
+			[]string{"-migrate is set with -kcl: a KCL lease table has nothing to migrate"}},
+		{"kcl without table", []string{"-kcl", "-stream", "s", "-region", "r"}, nil, exitUsage, []string{"-table is missing"}},
+		{"group without kcl", []string{"-stream", "s", "-table", "leases", "-region", "r"}, nil, exitUsage,
+			[]string{"-group is missing: name the consumer group (or, for a KCL application's lease table, set -kcl)"}},
 		{"no region", full[:6], map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
 			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}, exitUsage,
 			[]string{"-region is missing: pass -region, set AWS_REGION, or give the profile a region"}},
-		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb"}},
+		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb", "-kcl", "-multi-stream",
+			"-group defaults to the table's name (the KCL application's"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
