@@ -188,7 +188,7 @@ func (w *world) checkDelivered() []violation {
 	}
 	var missing []pubRec
 	for _, p := range w.published {
-		if !seen[p] {
+		if !seen[p] && w.owedByGroup(p) {
 			missing = append(missing, p)
 		}
 	}

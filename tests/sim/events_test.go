@@ -62,6 +62,10 @@ var mixes = map[string]mix{
 		evStart: 4, evClose: 1, evCrash: 1, evPause: 2, evCutOff: 4, evOutage: 2, evSlowStore: 3, evDenied: 5}},
 	// instances come and go cleanly, some with two subscriptions; no faults
 	"subs": {name: "subs", twoSubs: 0.5, weights: [numEventKinds]int{evStart: 4, evClose: 2}},
+	// every seed moves in from a KCL application (kcl_test.go), under the faults of "all"
+	"kcl": {name: "kcl", twoSubs: 0.25, weights: [numEventKinds]int{
+		evStart: 6, evClose: 3, evCrash: 3, evPause: 3, evCutOff: 4, evOutage: 2, evSlowStore: 3,
+		evThrottle: 2, evInternal: 2, evExpire: 2, evDenied: 4, evSplit: 1, evMerge: 1, evShardCount: 1, evSlowReads: 2}},
 	// the calm baseline: clean starts and closes, retryable Kinesis trouble, reshards
 	"calm": {name: "calm", weights: [numEventKinds]int{
 		evStart: 4, evClose: 2, evThrottle: 2, evInternal: 2, evExpire: 2, evSplit: 1, evMerge: 1, evShardCount: 1, evSlowReads: 1}},

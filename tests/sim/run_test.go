@@ -23,6 +23,12 @@ func runSeed(seed uint64, m mix, wp **world) *outcome {
 		return &outcome{seed: seed, violations: []violation{{0, "harness: " + err.Error()}}}
 	}
 	*wp = w
+	if kclFor(seed) {
+		w.setUpKCL()
+		pauseAt, resumeAt, stopAt := w.kclSchedule()
+		w.wg.Add(1)
+		go w.runKCLWorker(pauseAt, resumeAt, stopAt)
+	}
 	evs := schedule(seed, m)
 	w.wg.Add(1)
 	go w.produce()
@@ -46,6 +52,11 @@ func (w *world) produce() {
 	defer w.wg.Done()
 	r := rand.New(rand.NewPCG(w.seed, 0x9b0d))
 	next := map[string]int{}
+	w.mu.Lock()
+	for _, p := range w.published { // a backlog published before the run (kcl_test.go)
+		next[p.key] = max(next[p.key], p.n+1)
+	}
+	w.mu.Unlock()
 	for {
 		time.Sleep(100*time.Millisecond + time.Duration(r.Int64N(int64(200*time.Millisecond))))
 		if w.since() >= runLength {
@@ -99,7 +110,7 @@ func (w *world) allAcked() bool {
 		}
 	}
 	for _, p := range w.published {
-		if !done[p] {
+		if !done[p] && w.owedByGroup(p) {
 			return false
 		}
 	}
@@ -197,6 +208,7 @@ func (w *world) outcome(leaks []string) *outcome {
 	o.violations = append(o.violations, checkExclusive(all)...)
 	o.violations = append(o.violations, w.checkGenerations()...)
 	o.violations = append(o.violations, w.checkCheckpoints()...)
+	o.violations = append(o.violations, w.checkKCL()...)
 	for _, l := range leaks {
 		o.violations = append(o.violations, violation{invCleanup, "goroutine left after Close: " + l})
 	}

@@ -79,6 +79,7 @@ type world struct {
 	notes       []string                      // the schedule as applied
 	disrupt     []disruption                  // events that may explain duplicates
 	closeErrs   []string
+	kcl         *kclWorld // a seed that moves in from a KCL application (kcl_test.go); nil if not
 }
 
 type kinesisFaults struct {

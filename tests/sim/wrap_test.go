@@ -252,6 +252,17 @@ type simStore struct {
 
 var _ lease.Store = (*simStore)(nil)
 
+// ForeignWorkers implements lease.ForeignTable: in a seed that moves in from a KCL
+// application, KCL workers share the table.
+func (s *simStore) ForeignWorkers() string {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if s.w.kcl != nil {
+		return "KCL workers"
+	}
+	return ""
+}
+
 // call runs op through the gate and the world's store faults. A slow store delays half before
 // the write and half after it, so that some writes are applied long before the caller hears.
 func (s *simStore) call(ctx context.Context, op func() (lease.Lease, error)) (lease.Lease, error) {
