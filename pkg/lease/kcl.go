@@ -46,7 +46,7 @@ type KCLConfig struct {
 	// application. Required.
 	TableName string
 	// Application is the consumer group whose leases the table holds: every call must name it
-	// as the group (SubscriberConfig.ConsumerGroup). Default: TableName, as the KCL's default
+	// as the group (SubscriberConfig.Group.Name). Default: TableName, as the KCL's default
 	// table name is its application name.
 	Application string
 	// Stream is the stream a single-stream KCL application reads (its leaseKey is the shard

@@ -61,6 +61,7 @@ type instance struct {
 	// closedInTrouble: Close began while the lease store failed or answered late for this
 	// instance, so its releases may have failed (guarded by w.mu).
 	closedInTrouble bool
+	startedAt       time.Time // when it was made, in bubble time
 	// done is closed once Close returned: a handler whose channel Close failed to close
 	// stops reading then, so that the run can end and report it.
 	done chan struct{}
@@ -71,7 +72,7 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 	w.mu.Lock()
 	in := &instance{
 		w: w, id: len(w.insts), name: slot, rate: rate, subs: subs, kind: kind, maxIF: maxIF,
-		gate: newGate(), halt: make(chan struct{}), done: make(chan struct{}),
+		gate: newGate(), halt: make(chan struct{}), done: make(chan struct{}), startedAt: time.Now(),
 		rnd: rand.New(rand.NewPCG(w.seed, uint64(len(w.insts)))),
 	}
 	w.mu.Unlock()

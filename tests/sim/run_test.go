@@ -92,7 +92,7 @@ func (w *world) drain() bool {
 	settled := time.Now().Add(settleTail)
 	deadline := time.Now().Add(drainLimit)
 	for time.Now().Before(deadline) {
-		if w.allAcked() && !time.Now().Before(settled) {
+		if w.allAcked() && w.kclGone() && !time.Now().Before(settled) {
 			return true
 		}
 		time.Sleep(500 * time.Millisecond)

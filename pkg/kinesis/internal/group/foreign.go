@@ -42,6 +42,17 @@ func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {
 	return c.cfg.LeaseDuration
 }
 
+// listMaxAge is how long this worker goes without listing the leases when nothing else makes
+// a listing due: leaseListMaxAge, or LeaseDuration on a table shared with foreign workers,
+// whose takes no member announces (a KCL worker started again takes the free leases), so that
+// one is seen within about a lease duration.
+func (c *Subscription) listMaxAge() time.Duration {
+	if c.foreignW.kind != "" {
+		return min(c.cfg.LeaseDuration, leaseListMaxAge(c.cfg))
+	}
+	return leaseListMaxAge(c.cfg)
+}
+
 // foreignWatch is what the coordinator knows of foreign workers. Owned by the coordinator
 // goroutine.
 type foreignWatch struct {
@@ -49,6 +60,9 @@ type foreignWatch struct {
 	suspects map[string]bool      // seen renewing or taking, not yet confirmed by a full member read
 	alive    map[string]time.Time // confirmed: when last seen renewing or taking (on the clock)
 	yielding bool                 // this worker holds no lease because of them
+	// held: the last listing showed leases of foreign workers; every lease sync lists then
+	// (leaseListDue), to see their counters move.
+	held bool
 }
 
 func newForeignWatch(store lease.Store) foreignWatch {
@@ -70,16 +84,17 @@ func (c *Subscription) foreign(owner string) bool {
 
 // watchForeign compares a new listing with the last one, before it replaces it: a foreign
 // owner whose counter moved (it renewed) or that took a lease is alive. While foreign workers
-// hold leases, every lease sync lists, to see their counters move.
+// hold leases, every lease sync lists (foreignWatch.held), to see their counters move.
 func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 	if c.foreignW.kind == "" {
 		return
 	}
+	c.foreignW.held = false
 	for _, l := range list {
 		if !c.foreign(l.Owner) {
 			continue
 		}
-		c.listSoon = true
+		c.foreignW.held = true
 		before, seen := c.leases[l.ShardID]
 		if !seen || before.Owner == l.Owner && before.Counter == l.Counter {
 			continue
@@ -118,9 +133,9 @@ func (c *Subscription) confirmForeign(now time.Time, full bool) bool {
 	yield := len(c.foreignW.alive) > 0
 	switch {
 	case yield && (!c.foreignW.yielding || len(found) > 0):
-		c.cfg.Logger.Error("Live "+c.foreignW.kind+" hold leases of this group's lease table: a "+c.foreignW.kind+
-			" takes shards that are being read, so two would read one shard. This worker stops its readers and takes no lease"+
-			" until they stop: stop every worker of the other application (or give this group a lease table of its own)",
+		c.cfg.Logger.Error("Live "+c.foreignW.kind+" hold leases of this group's lease table: they take shards that are being read,"+
+			" so two would read one shard. This worker stops its readers and takes no lease until they stop: stop every worker"+
+			" of the other application (or give this group a lease table of its own)",
 			nil, c.logFields().Add(watermill.LogFields{"foreign_workers": c.foreignNames()}))
 	case !yield && c.foreignW.yielding:
 		c.cfg.Logger.Info("No "+c.foreignW.kind+" renewed a lease for LeaseDuration: taking leases again", c.logFields())

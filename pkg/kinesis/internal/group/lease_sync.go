@@ -279,8 +279,9 @@ func leaseListMaxAge(cfg Config) time.Duration { return 30 * cfg.LeaseSyncInterv
 // moved when it created or released leases, asked for one, or a reader of it paused; a member
 // that went quiet; a reader of this worker that exited; a take or request that failed; a member
 // read that failed, which may have hidden any of these), the last plan left this worker below
-// its quota, it waits for a lease it asked for (the handoff shows only in a listing), or the
-// last listing is leaseListMaxAge old.
+// its quota, it waits for a lease it asked for (the handoff shows only in a listing), foreign
+// workers held leases at the last listing (foreign.go), or the last listing is
+// leaseListMaxAge old.
 //
 // A member that appears (a new record, or one counted in) lists nothing: it only lowers the
 // others' quotas, and what it lacks it asks for, which moves its Changes, so the owners it asked
@@ -289,9 +290,9 @@ func leaseListMaxAge(cfg Config) time.Duration { return 30 * cfg.LeaseSyncInterv
 // of the 2,635 listings, and the lease store was the bottleneck of the run.
 func (c *Subscription) leaseListDue(now time.Time, live []string) bool {
 	asked := c.askedOf.Swap(false) // taken whatever else makes the listing due
-	return asked || !c.syncListed || c.listSoon || len(c.asked) > 0 || c.newlyQuiet(now) ||
+	return asked || !c.syncListed || c.listSoon || c.foreignW.held || len(c.asked) > 0 || c.newlyQuiet(now) ||
 		anyGone(c.liveAtList, live) || anyGone(c.recordsAtList, c.memberRecords()) ||
-		changesMoved(c.memberChanges(), c.changesAtList) || now.Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg)
+		changesMoved(c.memberChanges(), c.changesAtList) || now.Sub(c.leasesListedAt) >= c.listMaxAge()
 }
 
 // anyGone: a worker of before is not in now.
