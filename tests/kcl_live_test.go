@@ -342,7 +342,7 @@ func kclMoveInAndHandBack(t *testing.T, env *liveEnv, multi bool) {
 	app := kclWriteTable(t, dyn, ks, recs, multi)
 	want := kclExpected(recs, app.checkpoints)
 
-	cfg := lease.KCLConfig{Client: dyn, TableName: app.table, CreateTables: true}
+	cfg := lease.KCLConfig{Client: dyn, TableName: app.table, CreateMemberTable: true}
 	if multi {
 		cfg.MultiStream = true
 	} else {

@@ -73,10 +73,15 @@ type KCLConfig struct {
 	// takes every item of its lease table for a lease. Default: TableName +
 	// DefaultKCLMemberTableSuffix.
 	MemberTableName string
-	// CreateTables makes NewKCLStore create the member table, and the lease table as the KCL
-	// creates it (partition key leaseKey, on-demand capacity), when they do not exist. Default
-	// false: a missing table is ErrTableNotFound.
-	CreateTables bool
+	// CreateMemberTable makes NewKCLStore create the member table (on-demand capacity) when
+	// it does not exist. Default false: a missing member table is ErrTableNotFound.
+	CreateMemberTable bool
+	// CreateLeaseTable makes NewKCLStore create a missing lease table as the KCL creates it
+	// (partition key leaseKey, on-demand capacity): for a group that starts on the KCL's
+	// layout, not one that moves in. Default false: a missing lease table is
+	// ErrTableNotFound, so that a misspelt TableName is an error rather than a new, empty
+	// table whose shards start from the initial position.
+	CreateLeaseTable bool
 	// LeasesOnly opens the lease table alone, for tools that only read the leases
 	// (kinesis-leases): the member table is not opened, and every member call fails with
 	// ErrNoMemberTable. A Subscriber needs the member table. Default false.
@@ -200,8 +205,8 @@ var _ Store = (*KCLStore)(nil)
 
 // NewKCLStore validates cfg, checks that the KCL lease table exists with the KCL's key schema
 // (partition key leaseKey, a string, and no sort key), and opens the member table (creating
-// them first if cfg.CreateTables is set). A missing table with CreateTables off is
-// ErrTableNotFound.
+// a missing one first if cfg.CreateLeaseTable or cfg.CreateMemberTable says so). A missing table
+// that may not be created is ErrTableNotFound.
 func NewKCLStore(ctx context.Context, cfg KCLConfig) (*KCLStore, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -219,7 +224,7 @@ func NewKCLStore(ctx context.Context, cfg KCLConfig) (*KCLStore, error) {
 		return s, nil
 	}
 	s.members, err = NewDynamoDBStore(ctx, DynamoDBConfig{
-		Client: cfg.Client, TableName: cfg.MemberTableName, CreateTable: cfg.CreateTables, CreateTableTimeout: cfg.CreateTableTimeout,
+		Client: cfg.Client, TableName: cfg.MemberTableName, CreateTable: cfg.CreateMemberTable, CreateTableTimeout: cfg.CreateTableTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("member table of KCL lease table %q (KCLConfig.MemberTableName): %w", cfg.TableName, err)
@@ -236,14 +241,14 @@ func (s *KCLStore) MemberTableName() string { return s.cfg.MemberTableName }
 // kclTableSpec is the spec of a KCL lease table, created as the KCL creates it.
 func kclTableSpec(cfg KCLConfig) tableSpec {
 	return tableSpec{
-		client: cfg.Client, name: cfg.TableName, allowCreate: cfg.CreateTables, timeout: cfg.CreateTableTimeout,
+		client: cfg.Client, name: cfg.TableName, allowCreate: cfg.CreateLeaseTable, timeout: cfg.CreateTableTimeout,
 		createInput: &dynamodb.CreateTableInput{
 			TableName:            aws.String(cfg.TableName),
 			BillingMode:          types.BillingModePayPerRequest,
 			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(kclLeaseKey), AttributeType: types.ScalarAttributeTypeS}},
 			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(kclLeaseKey), KeyType: types.KeyTypeHash}},
 		},
-		missingHint:    "a KCL application's lease table is named after the application; check KCLConfig.TableName and the region, or set KCLConfig.CreateTables",
+		missingHint:    "a KCL application's lease table is named after the application; check KCLConfig.TableName and the region, or, for a new table in the KCL's layout, set KCLConfig.CreateLeaseTable",
 		timeoutSetting: "KCLConfig.CreateTableTimeout",
 	}
 }

@@ -22,7 +22,7 @@ func TestKCLStoreConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			leasetest.RunScoped(t, leasetest.Scope{MultiStream: multi}, func(t *testing.T, group, stream string) lease.Store {
-				cfg := lease.KCLConfig{Client: c, TableName: tableName(t, "kcl"), Application: group, MemberTableName: members, CreateTables: true}
+				cfg := lease.KCLConfig{Client: c, TableName: tableName(t, "kcl"), Application: group, MemberTableName: members, CreateLeaseTable: true, CreateMemberTable: true}
 				if multi {
 					cfg.MultiStream = true
 					cfg.StreamIdentifiers = map[string]string{stream: kclIdentifier(stream), "stream-b": kclIdentifier("stream-b")}
