@@ -869,7 +869,8 @@ type grpOp struct {
 
 var _ lease.Store = (*grpStore)(nil)
 
-// ForeignWorkers implements lease.ForeignTable with the world's foreign workers ("" if none).
+// ForeignWorkers implements lease.ForeignTable with the world's foreign workers ("" if none),
+// whose leases List marks Foreign.
 func (s *grpStore) ForeignWorkers() string { return s.w.foreign }
 
 // setMode cuts the instance off (grpFail, grpHang) or lets it through again (grpPass); calls
@@ -976,6 +977,12 @@ func (s *grpStore) List(ctx context.Context, group, stream string) ([]lease.Leas
 	}
 	rec.reached = true
 	list, err := s.inner.List(ctx, group, stream)
+	if s.w.foreign != "" {
+		// As a KCLStore reads them: a lease a KCL worker (kcl-*) holds is foreign.
+		for i := range list {
+			list[i].Foreign = strings.HasPrefix(list[i].Owner, "kcl-")
+		}
+	}
 	rec.list, rec.err = list, err
 	s.log(rec)
 	return list, err

@@ -605,3 +605,24 @@ func TestInspectFinishedLeaseDeleted(t *testing.T) {
 		t.Errorf("table does not show the deleted lease of a finished shard:\n%s", b.String())
 	}
 }
+
+// A checkpoint inside a record (seq:sub, as a KCL worker or an aggregate's user record writes
+// it) measures from the record after it when the record is done: a plain record at any sub.
+func TestInspectLeases_CheckpointInsideRecord(t *testing.T) {
+	f := newInspectFixture(t)
+	for shard, cp := range map[string]string{shardID(0): f.r0a + ":0", shardID(2): f.r2a + ":0"} {
+		if _, err := f.store.Checkpoint(context.Background(), f.get(t, shard), cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Shards[0]; !s.Pending || s.NextSequenceNumber != f.r0b || s.BehindMillis != 9000 {
+		t.Errorf("shard 0 at %s:0 = %+v, want r0b next, 9000 ms behind", f.r0a, s)
+	}
+	if s := r.Shards[2]; s.Pending || s.NextSequenceNumber != "" || s.BehindMillis != 0 {
+		t.Errorf("shard 2 at its only record %s:0 = %+v, want caught up", f.r2a, s)
+	}
+}

@@ -322,3 +322,20 @@ func (e *subEnv) setCheckpoint(group, shardID, checkpoint string) {
 		e.t.Fatalf("setting the checkpoint of %s: %v", shardID, err)
 	}
 }
+
+// A record with the KPL magic that is not a valid aggregate is one record: a checkpoint seq:0
+// of it (as the KCL writes one after delivering it whole) means it is done.
+func TestKPL_CheckpointOfDamagedAggregateSkipsIt(t *testing.T) {
+	agg := kpl.NewAggregator(0)
+	agg.Add("a", "", []byte("one"))
+	damaged := agg.Build()
+	damaged[len(damaged)-1] ^= 0xff
+	e := newSubEnv(t, 1, nil)
+	seq := aws.ToString(e.putRaw("k", damaged).SequenceNumber)
+	e.putRaw("k", []byte("next"))
+	if _, err := e.store.Create(context.Background(), lease.Lease{Group: subGroup, Stream: e.stream, ShardID: subShard(0)}); err != nil {
+		t.Fatal(err)
+	}
+	e.setCheckpoint(subGroup, subShard(0), seq+":0")
+	subWantPayloads(t, subRecvAck(t, e.subscribe(e.subscriber(e.config(subGroup)), context.Background()), 1), "next")
+}

@@ -216,6 +216,10 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 	if owner != "" && r.str(kclWatermillOwner, false) == owner {
 		l.Incarnation = r.num(kclWatermillInc, false)
 		l.PendingOwner = r.str(kclWatermillPending, false)
+	} else if owner != "" {
+		// leaseOwner was written by a KCL worker: it took or created the lease, or is taking
+		// it over in a 3.x handoff (this store writes watermillOwner with every owner).
+		l.Foreign = true
 	}
 	if len(r.errs) > 0 {
 		return Lease{}, fmt.Errorf("KCL lease table %q: item %q is not a KCL lease: %w", s.cfg.TableName, leaseKey, errors.Join(r.errs...))

@@ -105,6 +105,7 @@ func (s *MemoryStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	stored.Generation = 0
 	stored.Counter = 1
 	stored.Incarnation = 0
+	stored.Foreign = false // a MemoryStore holds no foreign worker's lease
 	shards[key.ShardID] = stored
 	return stored.Clone(), nil
 }

@@ -24,9 +24,9 @@ type ShareInput struct {
 	// the owners of live leases and Self count.
 	Members []string
 	// Foreign reports whether an owner is a worker outside the group's protocol, that does not
-	// answer RequestHandoff: a KCL worker on a KCL lease table (lease.KCLStore), which has no
-	// member record. Its live leases count for the shares but are never asked for; they are
-	// taken only once they expire. Nil: nobody is.
+	// answer RequestHandoff: a KCL worker on a KCL lease table (KCLStore; Lease.Foreign). Its
+	// live leases count for the shares but are never asked for; they are taken only once they
+	// expire. Nil: nobody is.
 	Foreign func(owner string) bool
 }
 

@@ -55,6 +55,13 @@ type Lease struct {
 	// its next listing. Renew and Checkpoint store held's Incarnation, RequestHandoff keeps
 	// it, and every other write (Create, Take, Release, Handoff) stores 0.
 	Incarnation int64
+	// Foreign reports that Owner holds the lease outside this package's protocol: a KCL
+	// worker on a KCL application's lease table (KCLStore), which took or created the lease
+	// itself. Such an owner answers no handoff request and heartbeats no member record, and a
+	// group never reads beside a live one (docs/kcl.md). A store sets it from what it reads;
+	// it is false for every lease of MemoryStore and DynamoDBStore, and a store ignores it in
+	// what a caller passes in.
+	Foreign bool
 }
 
 // Key identifies a lease.
@@ -236,9 +243,10 @@ type Store interface {
 }
 
 // ForeignTable is implemented by a Store whose table workers outside this package's protocol
-// may share: a KCL application's lease table (KCLStore), where KCL workers hold leases and have
-// no member record. A group on such a store never reads beside a live one of them (a KCL worker
-// takes leases that are being read), and never asks one for a lease.
+// may share: a KCL application's lease table (KCLStore). Whether a lease is held by one is
+// Lease.Foreign, which is all a group needs to stay safe; this interface names those workers
+// for log lines and makes a quiet group list the leases at least every LeaseDuration, so that
+// one that starts taking free leases is seen soon (docs/kcl.md).
 type ForeignTable interface {
 	// ForeignWorkers names those workers, for log lines ("KCL workers"); "" if the table has
 	// none.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,7 +254,7 @@ type simStore struct {
 var _ lease.Store = (*simStore)(nil)
 
 // ForeignWorkers implements lease.ForeignTable: in a seed that moves in from a KCL
-// application, KCL workers share the table.
+// application, KCL workers share the table, and List marks their leases Foreign.
 func (s *simStore) ForeignWorkers() string {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
@@ -313,6 +314,12 @@ func (s *simStore) List(ctx context.Context, group, stream string) ([]lease.Leas
 		out, err = s.s.List(ctx, group, stream)
 		return lease.Lease{}, err
 	})
+	if s.ForeignWorkers() != "" {
+		// As a KCLStore reads them: a lease a KCL worker (kcl-*) holds is foreign.
+		for i := range out {
+			out[i].Foreign = strings.HasPrefix(out[i].Owner, "kcl-")
+		}
+	}
 	return out, err
 }
 

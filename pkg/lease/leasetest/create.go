@@ -40,9 +40,10 @@ func testCreateKeepsFields(e *env) {
 	in.Checkpoint = "49590338271490256608559692538361571095921575989136588898"
 	in.Parents = []string{"shardId-000000000000"}
 	in.PendingOwner = "worker-b"
+	in.Foreign = true // the store's to decide, from what it reads: worker-a wrote this one
 	got := e.create(in)
 	want := in.Clone()
-	want.Counter, want.Generation = 1, 0
+	want.Counter, want.Generation, want.Foreign = 1, 0, false
 	sameLease(e.t, "Create result", got, want)
 	e.stored(want)
 }

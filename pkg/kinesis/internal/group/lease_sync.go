@@ -144,7 +144,6 @@ func (c *Subscription) armExpiry(expiry clock.Timer) {
 // quiet, and a take conditioned on them fails if they moved. The leases of a live member are
 // judged only by a listing made in this sync.
 func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
-	fullReads := c.fullReads
 	members := c.syncMembers()
 	now := c.cfg.Clock.Now()
 	listed := false
@@ -158,7 +157,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		c.learnFromLeases()
 		c.fenceReaders()
 	}
-	if c.confirmForeign(now, c.fullReads > fullReads) {
+	if c.confirmForeign(now) {
 		c.yieldToForeign()
 		return nil, nil
 	}
@@ -176,6 +175,7 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		list = append(list, c.leases[id])
 	}
 	alive := c.aliveMembers(now)
+	foreignOwners := c.foreignOwners()
 	plan := lease.PlanShare(lease.ShareInput{
 		Self:   me,
 		Leases: list,
@@ -194,14 +194,9 @@ func (c *Subscription) takeLeases() ([]*shard.Reader, error) {
 		},
 		Eligible: c.eligible,
 		Members:  members,
-		// An owner with no member record, in this worker's last read of them, is not of this
-		// group's protocol (a KCL worker on a KCL lease table): it is not asked for a lease,
-		// which it would not hand over. A member that joined since that read is asked at the
-		// sync after the next read.
-		Foreign: func(owner string) bool {
-			_, ok := c.members.Record(owner)
-			return !ok
-		},
+		// A KCL worker on a KCL lease table (lease.Lease.Foreign) would not hand a lease over:
+		// it is not asked.
+		Foreign: func(owner string) bool { return foreignOwners[owner] },
 	})
 	if len(plan.Take) > 0 || len(plan.Ask) > 0 || plan.Held < plan.Quota {
 		// This worker is not at its share yet: the next lease sync lists again to see how

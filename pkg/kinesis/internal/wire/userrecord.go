@@ -70,13 +70,16 @@ func Expand(records []types.Record, keepAggregates bool, skipSeq string, skipThr
 			out = append(out, UserRecord{Rec: rec, Seq: aws.ToString(rec.SequenceNumber)})
 			continue
 		}
-		users, err := kpl.Deaggregate(rec.Data)
-		if err != nil {
-			out = append(out, UserRecord{Rec: rec, Seq: aws.ToString(rec.SequenceNumber), NotAggregate: err})
-			continue
-		}
 		seq := aws.ToString(rec.SequenceNumber)
 		skipping := skipSeq != "" && seq == skipSeq
+		users, err := kpl.Deaggregate(rec.Data)
+		if err != nil {
+			if skipping {
+				continue // delivered whole, as one record: (seq, any sub) says it is done
+			}
+			out = append(out, UserRecord{Rec: rec, Seq: seq, NotAggregate: err})
+			continue
+		}
 		for _, ur := range users {
 			if skipping && ur.SubSequenceNumber <= skipThrough {
 				continue
@@ -112,4 +115,15 @@ func DropDone(records []types.Record, skipSeq string) []types.Record {
 		return records
 	}
 	return records[1:]
+}
+
+// RecordDone reports whether a checkpoint seq:sub inside the record rec at seq covers all of it:
+// a plain record, or one with the KPL magic that is not a valid aggregate (delivered whole), is
+// done at any sub; an aggregate is done once sub reaches its last user record.
+func RecordDone(rec types.Record, sub int) bool {
+	if !kpl.IsAggregated(rec.Data) {
+		return true
+	}
+	users, err := kpl.Deaggregate(rec.Data)
+	return err != nil || len(users)-1 <= sub
 }
