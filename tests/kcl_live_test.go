@@ -179,6 +179,12 @@ func kclWriteTable(t *testing.T, c *dynamodb.Client, ks kclStream, recs map[stri
 	if _, err := c.CreateTable(ctx, kclref.CreateTableInput(app.table)); err != nil {
 		t.Fatalf("creating the KCL table: %v", err)
 	}
+	waiter := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 20*time.Millisecond, 200*time.Millisecond
+	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &app.table}, itWait); err != nil {
+		t.Fatalf("waiting for the KCL table: %v", err)
+	}
 	s0, s1 := *ks.shards[0].ShardId, *ks.shards[1].ShardId
 	c0, c1 := ks.children[0], ks.children[1]
 	app.checkpoints[s0] = kclref.CheckpointOf(recs[s0][1].rec)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -624,5 +625,37 @@ func TestInspectLeases_CheckpointInsideRecord(t *testing.T) {
 	}
 	if s := r.Shards[2]; s.Pending || s.NextSequenceNumber != "" || s.BehindMillis != 0 {
 		t.Errorf("shard 2 at its only record %s:0 = %+v, want caught up", f.r2a, s)
+	}
+}
+
+// Inside a KPL aggregate, the checkpoint of its last user record (seq:last) is caught up; one
+// before it still has the aggregate waiting.
+func TestInspectLeases_CheckpointInsideAggregate(t *testing.T) {
+	f := newInspectFixture(t)
+	agg := kpl.NewAggregator(0)
+	for _, d := range []string{"a", "b", "c"} {
+		agg.Add("k", "", []byte(d))
+	}
+	out, err := f.log.PutRecord(context.Background(), &awskinesis.PutRecordInput{
+		StreamName: aws.String("orders"), PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(inspectKeyShard1), Data: agg.Build(),
+	})
+	if err != nil || aws.ToString(out.ShardId) != shardID(2) {
+		t.Fatalf("PutRecord of the aggregate = %v, %v", out, err)
+	}
+	seq := aws.ToString(out.SequenceNumber)
+	for _, tc := range []struct {
+		checkpoint string
+		pending    bool
+	}{{seq + ":1", true}, {seq + ":2", false}} {
+		if _, err := f.store.Checkpoint(context.Background(), f.get(t, shardID(2)), tc.checkpoint); err != nil {
+			t.Fatal(err)
+		}
+		r, err := kinesis.InspectLeases(context.Background(), f.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Shards[2]; s.Pending != tc.pending || tc.pending && s.NextSequenceNumber != seq {
+			t.Errorf("shard 2 at %s = %+v, want pending %v", tc.checkpoint, s, tc.pending)
+		}
 	}
 }

@@ -61,12 +61,13 @@ type KCLConfig struct {
 	// holds no lease yet: the store learns the identifiers of the others from their items.
 	// Default: none.
 	StreamIdentifiers map[string]string
-	// InitialPosition is the sentinel checkpoint (KCLTrimHorizon, KCLLatest or KCLAtTimestamp)
-	// the store writes in the leases it creates for shards with no parent, as a KCL
-	// application with that initialPositionInStream does; set it to the Subscriber's
-	// InitialPosition so that a KCL worker handed the table starts unread shards where the
-	// Subscriber would. Children of a split or merge always get KCLTrimHorizon, as the KCL
-	// gives them. Default KCLTrimHorizon.
+	// InitialPosition is the KCL application's initialPositionInStream: KCLTrimHorizon,
+	// KCLLatest or KCLAtTimestamp. Set the Subscriber's InitialPosition to the same: a shard
+	// the KCL never checkpointed starts there. NewKCLStore fails if the table holds a lease of
+	// a shard with no parent that the KCL created at another one (unless LeasesOnly), and the
+	// store writes it in the leases it creates for shards with no parent, so that a KCL worker
+	// handed the table starts them where the Subscriber would. Children of a split or merge
+	// always get KCLTrimHorizon, as the KCL gives them. Default KCLTrimHorizon.
 	InitialPosition string
 	// MemberTableName is the table of the group's member records (Join, Heartbeat and the
 	// rest), kept apart from the lease table, in the layout of a DynamoDBStore: a KCL worker
@@ -222,6 +223,9 @@ func NewKCLStore(ctx context.Context, cfg KCLConfig) (*KCLStore, error) {
 	s := &KCLStore{client: cfg.Client, cfg: cfg, streamIDs: newIdentifierCache(cfg.StreamIdentifiers)}
 	if cfg.LeasesOnly {
 		return s, nil
+	}
+	if err := s.checkStartPositions(ctx); err != nil {
+		return nil, err
 	}
 	s.members, err = NewDynamoDBStore(ctx, DynamoDBConfig{
 		Client: cfg.Client, TableName: cfg.MemberTableName, CreateTable: cfg.CreateMemberTable, CreateTableTimeout: cfg.CreateTableTimeout,

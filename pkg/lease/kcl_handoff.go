@@ -77,10 +77,18 @@ func (s *KCLStore) whyHandoffFailed(ctx context.Context, held Lease) error {
 	mine, _ := out.Item[kclWatermillOwner].(*types.AttributeValueMemberS)
 	gen, _ := out.Item[kclWatermillGen].(*types.AttributeValueMemberN)
 	_, handingOver := out.Item[kclCheckpointOwner]
-	if owner == nil || mine == nil || owner.Value != held.Owner || mine.Value != held.Owner || gen == nil || handingOver {
+	if owner == nil || mine == nil || owner.Value != held.Owner || mine.Value != held.Owner || handingOver {
 		return ErrLeaseLost
 	}
-	if n, err := strconv.ParseInt(gen.Value, 10, 64); err != nil || n != held.Generation {
+	stored := int64(0) // no watermillGeneration: generation 0, as the write's condition reads it
+	if gen != nil {
+		n, err := strconv.ParseInt(gen.Value, 10, 64)
+		if err != nil {
+			return ErrLeaseLost
+		}
+		stored = n
+	}
+	if stored != held.Generation {
 		return ErrLeaseLost
 	}
 	return ErrNoPendingOwner

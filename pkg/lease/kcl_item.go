@@ -38,35 +38,38 @@ const (
 	kclWatermillCheckpoint = "watermillCheckpoint"
 )
 
-// identifierCache holds the multi-stream identifiers known by stream name. Safe for concurrent
-// use.
+// identifierCache holds the multi-stream identifiers known by stream name: those configured
+// (KCLConfig.StreamIdentifiers), which always win, and those the last listing of a stream
+// found. Safe for concurrent use.
 type identifierCache struct {
-	mu  sync.Mutex
-	ids map[string]string
+	configured map[string]string // never written after newIdentifierCache
+	mu         sync.Mutex
+	learned    map[string]string
 }
 
 func newIdentifierCache(configured map[string]string) *identifierCache {
-	c := &identifierCache{ids: map[string]string{}}
+	c := &identifierCache{configured: map[string]string{}, learned: map[string]string{}}
 	for stream, id := range configured {
-		c.ids[stream] = id
+		c.configured[stream] = id
 	}
 	return c
 }
 
 func (c *identifierCache) get(stream string) (string, bool) {
+	if id, ok := c.configured[stream]; ok {
+		return id, true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, ok := c.ids[stream]
+	id, ok := c.learned[stream]
 	return id, ok
 }
 
-// learn records an identifier read from an item, unless one is configured or known.
+// learn records the identifier a listing of stream found.
 func (c *identifierCache) learn(stream, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.ids[stream]; !ok {
-		c.ids[stream] = id
-	}
+	c.learned[stream] = id
 }
 
 // itemKey is the KCL item key of a lease: the shard id, or in a multi-stream table the stream
@@ -200,7 +203,6 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 			r.errs = append(r.errs, fmt.Errorf("leaseKey is not %s:%s", kclStreamName, kclShardID))
 		default:
 			l.Stream = stream
-			s.streamIDs.learn(stream, id)
 		}
 	}
 	owner := r.str(kclOwner, false)
@@ -211,7 +213,15 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 	}
 	l.Counter = r.num(kclCounter, true)
 	l.Generation = r.num(kclWatermillGen, false)
-	l.Checkpoint = checkpointOfKCL(r.str(kclCheckpoint, true), r.num(kclCheckpointSub, false), r.str(kclWatermillCheckpoint, false))
+	seq := r.str(kclCheckpoint, true)
+	switch seq {
+	case KCLTrimHorizon, KCLLatest, KCLAtTimestamp, ShardEnd, "":
+	default:
+		if n, ok := new(big.Int).SetString(seq, 10); !ok || n.Sign() < 0 {
+			r.errs = append(r.errs, fmt.Errorf("attribute %s is %q: neither a sentinel (TRIM_HORIZON, LATEST, AT_TIMESTAMP, SHARD_END) nor a sequence number", kclCheckpoint, seq))
+		}
+	}
+	l.Checkpoint = checkpointOfKCL(seq, r.num(kclCheckpointSub, false), r.str(kclWatermillCheckpoint, false))
 	l.Parents = r.strings(kclParents)
 	if owner != "" && r.str(kclWatermillOwner, false) == owner {
 		l.Incarnation = r.num(kclWatermillInc, false)

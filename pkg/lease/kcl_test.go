@@ -1,8 +1,12 @@
 package lease_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/leasetest"
 )
@@ -36,5 +40,84 @@ func TestKCLStoreConformance(t *testing.T) {
 				return s
 			})
 		})
+	}
+}
+
+// A multi-stream table keeps the leases of a stream that was deleted and created again under
+// the old identifier beside the new one: List refuses to guess which is current, and with the
+// identifier configured it lists and writes that stream's leases alone.
+func TestKCLStoreRecreatedStream(t *testing.T) {
+	c := dynamoClient(t)
+	table := tableName(t, "kcl-recreated")
+	open := func(ids map[string]string) *lease.KCLStore {
+		s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Application: "app", MultiStream: true,
+			StreamIdentifiers: ids, CreateLeaseTable: true, LeasesOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	open(nil)
+	for epoch, counter := range map[string]string{"100": "5", "200": "9"} {
+		id := "123456789012:orders:" + epoch
+		item := map[string]types.AttributeValue{
+			"leaseKey":                     &types.AttributeValueMemberS{Value: id + ":shardId-000000000000"},
+			"streamName":                   &types.AttributeValueMemberS{Value: id},
+			"shardId":                      &types.AttributeValueMemberS{Value: "shardId-000000000000"},
+			"leaseOwner":                   &types.AttributeValueMemberS{Value: "kcl-worker"},
+			"leaseCounter":                 &types.AttributeValueMemberN{Value: counter},
+			"checkpoint":                   &types.AttributeValueMemberS{Value: "TRIM_HORIZON"},
+			"checkpointSubSequenceNumber":  &types.AttributeValueMemberN{Value: "0"},
+			"ownerSwitchesSinceCheckpoint": &types.AttributeValueMemberN{Value: "0"},
+		}
+		if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := open(nil).List(t.Context(), "app", "orders")
+	if err == nil || !strings.Contains(err.Error(), "123456789012:orders:100 and 123456789012:orders:200") || !strings.Contains(err.Error(), "StreamIdentifiers") {
+		t.Fatalf("List with two identifiers of one stream: %v, want an error naming both and StreamIdentifiers", err)
+	}
+	s := open(map[string]string{"orders": "123456789012:orders:200"})
+	list, err := s.List(t.Context(), "app", "orders")
+	if err != nil || len(list) != 1 || list[0].Counter != 9 || !list[0].Foreign {
+		t.Fatalf("List with the current identifier configured = %+v, %v; want the counter-9 lease alone, foreign", list, err)
+	}
+	taken, err := s.Take(t.Context(), list[0], "wm-1")
+	if err != nil || taken.Owner != "wm-1" || taken.Foreign || taken.Counter != 10 {
+		t.Fatalf("Take = %+v, %v", taken, err)
+	}
+}
+
+// A shard the KCL never checkpointed starts at its initialPositionInStream: NewKCLStore fails
+// when KCLConfig.InitialPosition says another, naming both, and opens with the same one.
+func TestKCLStoreInitialPositionMustMatch(t *testing.T) {
+	c := dynamoClient(t)
+	table := tableName(t, "kcl-start")
+	cfg := lease.KCLConfig{Client: c, TableName: table, Stream: "orders", CreateLeaseTable: true, LeasesOnly: true}
+	if _, err := lease.NewKCLStore(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i, cp := range []string{"LATEST", "49590338271490256608559692538361571095921575989136588898"} {
+		item := map[string]types.AttributeValue{
+			"leaseKey":                     &types.AttributeValueMemberS{Value: fmt.Sprintf("shardId-00000000000%d", i)},
+			"leaseCounter":                 &types.AttributeValueMemberN{Value: "3"},
+			"checkpoint":                   &types.AttributeValueMemberS{Value: cp},
+			"checkpointSubSequenceNumber":  &types.AttributeValueMemberN{Value: "0"},
+			"ownerSwitchesSinceCheckpoint": &types.AttributeValueMemberN{Value: "0"},
+		}
+		if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.LeasesOnly, cfg.CreateMemberTable, cfg.MemberTableName = false, true, tableName(t, "kcl-start-members")
+	_, err := lease.NewKCLStore(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "start at LATEST") || !strings.Contains(err.Error(), "shardId-000000000000") ||
+		!strings.Contains(err.Error(), "KCLConfig.InitialPosition is TRIM_HORIZON") {
+		t.Fatalf("NewKCLStore at TRIM_HORIZON on a table whose unread shard starts at LATEST: %v", err)
+	}
+	cfg.InitialPosition = lease.KCLLatest
+	if _, err := lease.NewKCLStore(t.Context(), cfg); err != nil {
+		t.Fatalf("NewKCLStore at LATEST: %v", err)
 	}
 }

@@ -135,6 +135,8 @@ func (s *KCLStore) List(ctx context.Context, group, stream string) ([]Lease, err
 	}
 	in := &dynamodb.ScanInput{TableName: aws.String(s.cfg.TableName), ConsistentRead: aws.Bool(true)}
 	var out []Lease
+	ids := map[string]bool{} // the stream's identifiers in a multi-stream table
+	configured, isConfigured := s.streamIDs.configured[stream]
 	for {
 		page, err := s.client.Scan(ctx, in)
 		if err != nil {
@@ -151,14 +153,37 @@ func (s *KCLStore) List(ctx context.Context, group, stream string) ([]Lease, err
 			if err != nil {
 				return nil, fmt.Errorf("lease %s of %s: %w", OpList, key, err)
 			}
-			if l.Stream == stream {
-				out = append(out, l)
+			if l.Stream != stream {
+				continue
 			}
+			if s.cfg.MultiStream {
+				id := item[kclStreamName].(*types.AttributeValueMemberS).Value // leaseOfKCL checked it
+				if isConfigured && id != configured {
+					continue // a lease of an earlier stream of the same name
+				}
+				ids[id] = true
+			}
+			out = append(out, l)
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			break
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	if len(ids) > 1 {
+		names := make([]string, 0, len(ids))
+		for id := range ids {
+			names = append(names, id)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q holds leases of stream %q under %d identifiers, %s "+
+			"(the stream was deleted and created again): set KCLConfig.StreamIdentifiers[%q] to the current stream's account:%s:creationEpoch",
+			OpList, key, s.cfg.TableName, stream, len(names), strings.Join(names, " and "), stream, stream)
+	}
+	for id := range ids {
+		if !isConfigured {
+			s.streamIDs.learn(stream, id)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ShardID < out[j].ShardID })
 	return out, nil
@@ -211,7 +236,7 @@ func (s *KCLStore) Take(ctx context.Context, observed Lease, owner string) (Leas
 		return Lease{}, fmt.Errorf("lease %s of %s: the new owner is empty", OpTake, key)
 	}
 	switches := int64(0)
-	if observed.Owner != owner {
+	if observed.Owner != "" && observed.Owner != owner { // as the KCL counts a take
 		switches = 1
 	}
 	values := map[string]types.AttributeValue{

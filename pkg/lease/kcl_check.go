@@ -1,0 +1,62 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// checkStartPositions fails when a lease the KCL created for a shard with no parent starts at
+// another sentinel than cfg.InitialPosition. Such a shard was never checkpointed: the group reads
+// it from the Subscriber's InitialPosition, which should be the KCL application's
+// initialPositionInStream, and KCLConfig.InitialPosition says it is. A KCL application at
+// TRIM_HORIZON moved to a Subscriber at LATEST would skip what the KCL would have read; the
+// other way round, it would read the whole retention period again.
+func (s *KCLStore) checkStartPositions(ctx context.Context) error {
+	in := &dynamodb.ScanInput{
+		TableName:                aws.String(s.cfg.TableName),
+		ProjectionExpression:     aws.String("#key, #cp, #parents, #type"),
+		ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey, "#cp": kclCheckpoint, "#parents": kclParents, "#type": kclEntityType},
+	}
+	var odd []string
+	at := ""
+	for {
+		page, err := s.client.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("reading KCL lease table %q to check where its unread shards start: %w", s.cfg.TableName, err)
+		}
+		if page == nil {
+			return fmt.Errorf("reading KCL lease table %q: Scan returned no page", s.cfg.TableName)
+		}
+		for _, item := range page.Items {
+			cp, _ := item[kclCheckpoint].(*types.AttributeValueMemberS)
+			key, _ := item[kclLeaseKey].(*types.AttributeValueMemberS)
+			if !isKCLLease(item) || cp == nil || key == nil || item[kclParents] != nil {
+				continue
+			}
+			switch cp.Value {
+			case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
+				if cp.Value != s.cfg.InitialPosition {
+					at = cp.Value
+					odd = append(odd, key.Value)
+				}
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	if len(odd) == 0 {
+		return nil
+	}
+	shown := odd[:min(len(odd), 3)]
+	return fmt.Errorf("KCL lease table %q: %d shards the KCL never checkpointed start at %s (the application's "+
+		"initialPositionInStream), e.g. %s, but KCLConfig.InitialPosition is %s: set it, and the Subscriber's InitialPosition, "+
+		"to %s, so that they start where the KCL would have started them",
+		s.cfg.TableName, len(odd), at, strings.Join(shown, ", "), s.cfg.InitialPosition, at)
+}
