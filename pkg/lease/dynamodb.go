@@ -196,6 +196,7 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	stored.Generation = 0
 	stored.Counter = 1
 	stored.Incarnation = 0 // no heartbeat vouches for a lease nobody has written as its owner
+	stored.Foreign = false // this table holds no foreign worker's lease
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
 		Item:                     leaseToItem(stored),
