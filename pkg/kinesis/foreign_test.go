@@ -68,7 +68,8 @@ func TestGroupTakesStoppedKCLWorkersLeases(t *testing.T) {
 }
 
 // A KCL worker still running (its counters move) shares no shard with the group: the
-// instance, which took the free leases, sees the renewals, says so at ERROR naming the worker,
+// instance, which took the free leases once it had watched the KCL worker's for LeaseDuration
+// (the worker renewed nothing meanwhile), sees the renewals, says so at ERROR naming the worker,
 // stops its readers (releasing their leases) and takes nothing while the KCL worker renews;
 // once it stops, the instance takes every lease.
 func TestGroupYieldsToLiveKCLWorker(t *testing.T) {
@@ -77,8 +78,14 @@ func TestGroupYieldsToLiveKCLWorker(t *testing.T) {
 	w.foreign = "KCL workers"
 	w.publishing = true
 	w.kclHold("kcl-1", 2)
+	start := w.now()
 	w1 := w.start("w1")
-	w.runUntil("w1 reads the two free shards", 2*grpSyncInterval, func() bool { return len(w.owned("w1")) == 2 })
+	// The KCL worker has not renewed yet: until w1 has watched its leases for LeaseDuration it
+	// cannot tell it from a stopped one, and takes nothing, not even the free leases.
+	took := w.runUntil("w1 reads the two free shards", grpLeaseDuration+2*grpSyncInterval, func() bool { return len(w.owned("w1")) == 2 })
+	if took < grpLeaseDuration-grpSyncInterval {
+		t.Errorf("w1 took the free leases %s after start, before it had watched the KCL worker's for LeaseDuration", w.since(start))
+	}
 
 	renewUntil := w.now().Add(4 * grpLeaseDuration)
 	nextRenew := w.now()
@@ -107,7 +114,7 @@ func TestGroupYieldsToLiveKCLWorker(t *testing.T) {
 		t.Errorf("want one ERROR line naming kcl-1, got %v", w1.logs.of("ERROR", time.Time{}, time.Time{}))
 	}
 	stopped := w.now()
-	took := w.runUntil("w1 holds every lease once the KCL worker stopped", grpLeaseDuration+4*grpSyncInterval, func() bool { return len(w.owned("w1")) == 4 })
+	took = w.runUntil("w1 holds every lease once the KCL worker stopped", grpLeaseDuration+4*grpSyncInterval, func() bool { return len(w.owned("w1")) == 4 })
 	t.Logf("w1 yielded %s after the KCL worker's renewals were first seen, and took all 4 leases %s after they stopped", yielded, took)
 	if took < grpLeaseDuration-kclRenewEvery {
 		t.Errorf("w1 took the KCL worker's leases %s after its last renewal, before they expired", w.since(stopped))
@@ -151,5 +158,31 @@ func TestGroupOnKCLTableCountsItsOwnMembers(t *testing.T) {
 	w.close(w2)
 	w.close(w1)
 	w.check()
+	goleak.VerifyNone(t, ignore)
+}
+
+// A KCL worker under an instance's own id: the two would pass each other's owner conditions.
+// The instance says so at ERROR and takes no lease while the KCL worker holds one, not even a
+// free one, and never takes the KCL worker's lease as its own.
+func TestGroupRefusesKCLWorkerWithItsID(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 2)
+	w.foreign, w.foreignAs = "KCL workers", "w1"
+	w.kclHold("w1", 1)
+	w1 := w.start("w1")
+	w.steps(3 * grpLeaseDuration)
+	if owned := w.owned("w1"); len(owned) != 1 || owned[0] != subShard(0) {
+		t.Errorf("leases under w1's id: %v, want the KCL worker's alone", owned)
+	}
+	for _, o := range w1.store.opsOf(lease.OpTake, "") {
+		t.Errorf("w1 took %s at %s beside a KCL worker under its id", o.shard, o.at.Sub(grpEpochTime))
+	}
+	errs := w1.logs.matching(func(e fltEntry) bool {
+		return e.level == "ERROR" && strings.Contains(e.msg, "uses this worker's id")
+	})
+	if len(errs) != 1 {
+		t.Errorf("want one ERROR line about the id, got %v", w1.logs.of("ERROR", time.Time{}, time.Time{}))
+	}
+	w.close(w1)
 	goleak.VerifyNone(t, ignore)
 }

@@ -110,8 +110,9 @@ type grpWorld struct {
 	// meter, when set, is the MeterProvider of every instance started from then on.
 	meter metric.MeterProvider
 	// foreign, when set, makes every instance's store a lease.ForeignTable with these foreign
-	// workers (a KCL application's table).
-	foreign string
+	// workers (a KCL application's table): List marks the leases of kcl-* Foreign, and those
+	// of foreignAs too (a KCL worker under an instance's id).
+	foreign, foreignAs string
 	// leaseSeen tracks, per shard, the lease's (owner, generation, counter) and the fake time
 	// the test first saw it at (checked after every step).
 	leaseSeen map[string]grpSeen
@@ -980,7 +981,7 @@ func (s *grpStore) List(ctx context.Context, group, stream string) ([]lease.Leas
 	if s.w.foreign != "" {
 		// As a KCLStore reads them: a lease a KCL worker (kcl-*) holds is foreign.
 		for i := range list {
-			list[i].Foreign = strings.HasPrefix(list[i].Owner, "kcl-")
+			list[i].Foreign = strings.HasPrefix(list[i].Owner, "kcl-") || list[i].Owner != "" && list[i].Owner == s.w.foreignAs
 		}
 	}
 	rec.list, rec.err = list, err

@@ -16,13 +16,23 @@ import (
 // initialPositionInStream, and KCLConfig.InitialPosition says it is. A KCL application at
 // TRIM_HORIZON moved to a Subscriber at LATEST would skip what the KCL would have read; the
 // other way round, it would read the whole retention period again.
+//
+// Only single-stream tables are checked (a multi-stream application may start each stream at
+// a position of its own), only leases the KCL created (not this store: watermillGeneration),
+// and only when they agree on one position (with several, no setting is right for all).
 func (s *KCLStore) checkStartPositions(ctx context.Context) error {
+	if s.cfg.MultiStream {
+		return nil
+	}
 	in := &dynamodb.ScanInput{
-		TableName:                aws.String(s.cfg.TableName),
-		ProjectionExpression:     aws.String("#key, #cp, #parents, #type"),
-		ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey, "#cp": kclCheckpoint, "#parents": kclParents, "#type": kclEntityType},
+		TableName:            aws.String(s.cfg.TableName),
+		ProjectionExpression: aws.String("#key, #cp, #parents, #type, #gen"),
+		ExpressionAttributeNames: map[string]string{
+			"#key": kclLeaseKey, "#cp": kclCheckpoint, "#parents": kclParents, "#type": kclEntityType, "#gen": kclWatermillGen,
+		},
 	}
 	var odd []string
+	positions := map[string]bool{}
 	at := ""
 	for {
 		page, err := s.client.Scan(ctx, in)
@@ -35,11 +45,12 @@ func (s *KCLStore) checkStartPositions(ctx context.Context) error {
 		for _, item := range page.Items {
 			cp, _ := item[kclCheckpoint].(*types.AttributeValueMemberS)
 			key, _ := item[kclLeaseKey].(*types.AttributeValueMemberS)
-			if !isKCLLease(item) || cp == nil || key == nil || item[kclParents] != nil {
+			if !isKCLLease(item) || cp == nil || key == nil || item[kclParents] != nil || item[kclWatermillGen] != nil {
 				continue
 			}
 			switch cp.Value {
 			case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
+				positions[cp.Value] = true
 				if cp.Value != s.cfg.InitialPosition {
 					at = cp.Value
 					odd = append(odd, key.Value)
@@ -51,7 +62,7 @@ func (s *KCLStore) checkStartPositions(ctx context.Context) error {
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
-	if len(odd) == 0 {
+	if len(odd) == 0 || len(positions) > 1 {
 		return nil
 	}
 	shown := odd[:min(len(odd), 3)]

@@ -65,26 +65,45 @@ func (c *identifierCache) get(stream string) (string, bool) {
 	return id, ok
 }
 
-// learn records the identifier a listing of stream found.
+// learn records the identifier a listing of stream found, unless one of a later creation of
+// the stream is known already: two listings that overlap may end in either order.
 func (c *identifierCache) learn(stream, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if known, ok := c.learned[stream]; ok && creationEpoch(known) > creationEpoch(id) {
+		return
+	}
 	c.learned[stream] = id
+}
+
+// creationEpoch is the creation epoch of a stream identifier account:stream:epoch, 0 if it has
+// none that parses.
+func creationEpoch(id string) int64 {
+	n, _ := strconv.ParseInt(id[strings.LastIndexByte(id, ':')+1:], 10, 64)
+	return n
 }
 
 // itemKey is the KCL item key of a lease: the shard id, or in a multi-stream table the stream
 // identifier, ':' and the shard id.
 func (s *KCLStore) itemKey(op string, key Key) (map[string]types.AttributeValue, error) {
-	leaseKey := key.ShardID
+	item, _, err := s.itemKeyOf(op, key)
+	return item, err
+}
+
+// itemKeyOf is itemKey and, in a multi-stream table, the stream identifier it is made of (read
+// once, so that a Create writes the same in leaseKey and streamName).
+func (s *KCLStore) itemKeyOf(op string, key Key) (map[string]types.AttributeValue, string, error) {
+	leaseKey, id := key.ShardID, ""
 	if s.cfg.MultiStream {
-		id, ok := s.streamIDs.get(key.Stream)
+		var ok bool
+		id, ok = s.streamIDs.get(key.Stream)
 		if !ok {
-			return nil, fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q has no lease of stream %q to learn its identifier from, and KCLConfig.StreamIdentifiers does not name it: add %q: \"account:%s:creationEpoch\"",
+			return nil, "", fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q has no lease of stream %q to learn its identifier from, and KCLConfig.StreamIdentifiers does not name it: add %q: \"account:%s:creationEpoch\"",
 				op, key, s.cfg.TableName, key.Stream, key.Stream, key.Stream)
 		}
 		leaseKey = id + ":" + key.ShardID
 	}
-	return map[string]types.AttributeValue{kclLeaseKey: &types.AttributeValueMemberS{Value: leaseKey}}, nil
+	return map[string]types.AttributeValue{kclLeaseKey: &types.AttributeValueMemberS{Value: leaseKey}}, id, nil
 }
 
 // kclCheckpointOf is the KCL checkpoint (sequence number and sub-sequence number) of a
@@ -205,10 +224,12 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 			l.Stream = stream
 		}
 	}
-	owner := r.str(kclOwner, false)
+	owner, mine := r.str(kclOwner, false), r.str(kclWatermillOwner, false)
 	l.Owner = owner
-	if checkpointOwner := r.str(kclCheckpointOwner, false); checkpointOwner != "" {
+	if checkpointOwner := r.str(kclCheckpointOwner, false); checkpointOwner != "" && checkpointOwner != mine {
 		// A KCL 3.x handoff: the old owner finishes its work, leaseOwner is the next one.
+		// (One away from a worker of this group, which never answers it, reads as the KCL
+		// worker's: leaseOwner.)
 		l.Owner, l.PendingOwner = checkpointOwner, owner
 	}
 	l.Counter = r.num(kclCounter, true)
@@ -223,7 +244,7 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 	}
 	l.Checkpoint = checkpointOfKCL(seq, r.num(kclCheckpointSub, false), r.str(kclWatermillCheckpoint, false))
 	l.Parents = r.strings(kclParents)
-	if owner != "" && r.str(kclWatermillOwner, false) == owner {
+	if owner != "" && mine == owner {
 		l.Incarnation = r.num(kclWatermillInc, false)
 		l.PendingOwner = r.str(kclWatermillPending, false)
 	} else if owner != "" {

@@ -50,7 +50,7 @@ func (s *KCLStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	if err := s.before(ctx, OpCreate, key, true); err != nil {
 		return Lease{}, err
 	}
-	item, err := s.itemKey(OpCreate, key)
+	item, id, err := s.itemKeyOf(OpCreate, key)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -68,8 +68,9 @@ func (s *KCLStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	item[kclCheckpoint] = &types.AttributeValueMemberS{Value: seq}
 	item[kclCheckpointSub] = numberValue(sub)
 	item[kclOwnerSwitches] = numberValue(0)
+	// This store's mark on what it created (checkStartPositions leaves its sentinels alone).
+	item[kclWatermillGen] = numberValue(0)
 	if s.cfg.MultiStream {
-		id, _ := s.streamIDs.get(key.Stream)
 		item[kclStreamName] = &types.AttributeValueMemberS{Value: id}
 		item[kclShardID] = &types.AttributeValueMemberS{Value: key.ShardID}
 	}

@@ -63,11 +63,18 @@ type foreignWatch struct {
 	shared   bool
 	alive    map[string]time.Time // when each was last seen renewing or taking (on the clock)
 	yielding bool                 // this worker holds no lease because of them
-	// held: the last listing showed leases of foreign workers; every lease sync lists then
-	// (leaseListDue), to see their counters move.
+	// held: the last listing showed leases of foreign workers that are still being watched
+	// (not finished, not expired); every lease sync lists then (leaseListDue), to see their
+	// counters move.
 	held bool
+	// watchFrom is when this worker first listed such leases (zero while it lists none): until
+	// it has watched them for LeaseDuration it cannot tell a live foreign worker (which renews
+	// every failoverTimeMillis/3) from a stopped one, and takes no lease.
+	watchFrom time.Time
 	// found are those first seen alive since the last confirmForeign, for its ERROR line.
 	found bool
+	// sameID: a foreign worker uses this worker's id (logged once).
+	sameID bool
 }
 
 func newForeignWatch(store lease.Store) foreignWatch {
@@ -97,7 +104,23 @@ func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 		if !l.Foreign {
 			continue
 		}
-		c.foreignW.held = true
+		if l.Owner == c.cfg.WorkerID {
+			// A KCL worker under this worker's id: its writes and this worker's would pass each
+			// other's owner conditions. Yield to it for as long as it holds the lease.
+			if !c.foreignW.sameID {
+				c.foreignW.sameID = true
+				c.cfg.Logger.Error("A "+c.foreignW.name+" uses this worker's id and holds a lease of this group's lease table: "+
+					"the two would both read its shard. Give this group's workers ids of their own (Group.WorkerID)",
+					nil, c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
+			}
+			c.foreignW.alive[l.Owner] = now
+		}
+		if since, ok := c.tracker.Since(l); l.Checkpoint != lease.ShardEnd && (!ok || now.Sub(since) < c.expiresAfter(l)) {
+			// A finished lease, or one that stood still long enough to be taken, needs no
+			// listing at every sync: a KCL worker that comes back is seen at the next one
+			// (listMaxAge), or when it steals a lease of this worker.
+			c.foreignW.held = true
+		}
 		before, seen := c.leases[l.ShardID]
 		if !seen || before.Owner == l.Owner && before.Counter == l.Counter {
 			continue
@@ -107,11 +130,18 @@ func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 		}
 		c.foreignW.alive[l.Owner] = now
 	}
+	switch {
+	case !c.foreignW.held:
+		c.foreignW.watchFrom = time.Time{}
+	case c.foreignW.watchFrom.IsZero():
+		c.foreignW.watchFrom = now
+	}
 }
 
 // confirmForeign forgets the foreign workers not seen renewing or taking for LeaseDuration and
-// reports whether this worker must yield to one: hold no lease. It logs ERROR when it starts
-// to yield, or finds another, and INFO when it stops.
+// reports whether this worker must yield to one, or hold no lease while it watches foreign
+// leases it has not watched for LeaseDuration yet. It logs ERROR when it starts to yield, or
+// finds another, and INFO when it stops.
 func (c *Subscription) confirmForeign(now time.Time) bool {
 	for w, at := range c.foreignW.alive {
 		if now.Sub(at) >= c.cfg.LeaseDuration {
@@ -119,6 +149,10 @@ func (c *Subscription) confirmForeign(now time.Time) bool {
 		}
 	}
 	yield := len(c.foreignW.alive) > 0
+	// Foreign leases not yet watched for LeaseDuration: their owner may be alive, and taking
+	// even a free lease now would read beside it until it showed itself. (A group moving in
+	// waits that long for the foreign leases anyway.)
+	settling := !c.foreignW.watchFrom.IsZero() && now.Sub(c.foreignW.watchFrom) < c.cfg.LeaseDuration
 	switch {
 	case yield && (!c.foreignW.yielding || c.foreignW.found):
 		c.cfg.Logger.Error("Live "+c.foreignW.name+" hold leases of this group's lease table: they take shards that are being read,"+
@@ -129,7 +163,7 @@ func (c *Subscription) confirmForeign(now time.Time) bool {
 		c.cfg.Logger.Info("No "+c.foreignW.name+" renewed a lease for LeaseDuration: taking leases again", c.logFields())
 	}
 	c.foreignW.yielding, c.foreignW.found = yield, false
-	return yield
+	return yield || settling
 }
 
 // foreignNames are the live foreign workers, sorted, for the log line.

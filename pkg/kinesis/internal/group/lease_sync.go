@@ -224,7 +224,7 @@ func (c *Subscription) takePlanned(list []lease.Lease, plan lease.SharePlan, now
 		// Ours with no reader: handed to this worker, or left by a reader that stopped when
 		// it could not renew. Taking it again bumps the counter and the generation, so that
 		// nobody judges it expired from before and no earlier reader of ours can write.
-		if l.Owner == me && !c.readers.has(l.ShardID) && c.eligible(l) {
+		if l.Owner == me && !l.Foreign && !c.readers.has(l.ShardID) && c.eligible(l) {
 			why, from := takeOwnIdle, ""
 			if ask, ok := c.asked[l.ShardID]; ok {
 				why, from = takeHandedOver, ask.owner
