@@ -109,7 +109,7 @@ func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 			// other's owner conditions. Yield to it for as long as it holds the lease.
 			if !c.foreignW.sameID {
 				c.foreignW.sameID = true
-				c.cfg.Logger.Error("A "+c.foreignW.name+" uses this worker's id and holds a lease of this group's lease table: "+
+				c.cfg.Logger.Error("One of the "+c.foreignW.name+" uses this worker's id and holds a lease of this group's lease table: "+
 					"the two would both read its shard. Give this group's workers ids of their own (Group.WorkerID)",
 					nil, c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
 			}
