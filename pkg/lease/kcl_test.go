@@ -121,3 +121,42 @@ func TestKCLStoreInitialPositionMustMatch(t *testing.T) {
 		t.Fatalf("NewKCLStore at LATEST: %v", err)
 	}
 }
+
+// KCL 3.x hands a lease over by writing the next owner into leaseOwner and the old one into
+// checkpointOwner. Mid-handoff between KCL workers, the lease reads as the old owner's, asked
+// for by the next, and foreign; mid-handoff away from a worker of the group (which never answers
+// it), it reads as the KCL worker's.
+func TestKCLStoreReads3xHandoff(t *testing.T) {
+	c := dynamoClient(t)
+	table := tableName(t, "kcl-handoff")
+	s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Application: "app", Stream: "orders",
+		CreateLeaseTable: true, LeasesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	num := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	for shard, attrs := range map[string]map[string]types.AttributeValue{
+		"shardId-000000000000": {"leaseOwner": str("kcl-next"), "checkpointOwner": str("kcl-old")},
+		"shardId-000000000001": {"leaseOwner": str("kcl-next"), "checkpointOwner": str("wm-1"), "watermillOwner": str("wm-1")},
+	} {
+		item := map[string]types.AttributeValue{"leaseKey": str(shard), "leaseCounter": num("4"), "checkpoint": str("TRIM_HORIZON"),
+			"checkpointSubSequenceNumber": num("0"), "ownerSwitchesSinceCheckpoint": num("0")}
+		for k, v := range attrs {
+			item[k] = v
+		}
+		if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.List(t.Context(), "app", "orders")
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+	if l := list[0]; l.Owner != "kcl-old" || l.PendingOwner != "kcl-next" || !l.Foreign {
+		t.Errorf("a handoff between KCL workers reads as %+v, want owner kcl-old, pending kcl-next, foreign", l)
+	}
+	if l := list[1]; l.Owner != "kcl-next" || l.PendingOwner != "" || !l.Foreign {
+		t.Errorf("a handoff away from wm-1 reads as %+v, want owner kcl-next, foreign", l)
+	}
+}
