@@ -51,10 +51,17 @@ func (r *Reader) holdLimit() int {
 }
 
 // readLimit is the Limit of the reader's next GetRecords: what its hold limit leaves room for,
-// within GetRecordsLimit and the reader's ramp.
+// within GetRecordsLimit and the reader's ramp. A shard whose last read came back full with
+// more behind it skips the ramp: it reaches its share of the budget at its second read, not
+// its seventh, so that the memory a backlog takes does not depend on how long the backlog is.
+// A cold start still asks for firstReadRecords on every shard at once.
 func (r *Reader) readLimit() int32 {
 	room := max(r.holdLimit()-len(r.window), 1)
-	return int32(min(room, int(r.cfg.GetRecordsLimit), readRamp(r.readsWithRecords)))
+	ramp := readRamp(r.readsWithRecords)
+	if r.backlogged {
+		ramp = int(r.cfg.GetRecordsLimit)
+	}
+	return int32(min(room, int(r.cfg.GetRecordsLimit), ramp))
 }
 
 // firstReadRecords is what a reader's first read asks for at most.

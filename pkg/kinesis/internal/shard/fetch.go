@@ -31,6 +31,10 @@ type fetchState struct {
 	// avgRecordBytes is the average data size of the last read that returned records, which
 	// sizes the next read (holdLimit).
 	avgRecordBytes int
+	// backlogged: the last read returned as many records as it asked for and the shard said
+	// more wait (MillisBehindLatest > 0), so the next read asks for all the budget leaves room
+	// for rather than the ramp's next step (readLimit).
+	backlogged bool
 	// readsWithRecords counts the reads that returned records, for the read ramp (readRamp).
 	readsWithRecords int
 	ended            bool               // the shard is closed and read to its end
@@ -62,6 +66,7 @@ func (r *Reader) fetch() error {
 	if err != nil {
 		return r.fetchFailed(err)
 	}
+	r.backlogged = len(out.Records) >= int(limit) && aws.ToInt64(out.MillisBehindLatest) > 0
 	r.took(out.Records, out.MillisBehindLatest)
 	if out.NextShardIterator == nil {
 		r.ended, r.iterator, r.children = true, "", out.ChildShards

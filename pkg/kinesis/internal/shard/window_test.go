@@ -159,3 +159,31 @@ func TestKeyQueueStaysSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLimitSkipsTheRampOnABacklog: after a read that came back full with more behind it,
+// the next read asks for all the shard's share of the budget leaves room for; otherwise the
+// ramp goes on from its step.
+func TestReadLimitSkipsTheRampOnABacklog(t *testing.T) {
+	cfg := &Config{GetRecordsLimit: 10000, MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 40, MinReadInterval: time.Millisecond}
+	for _, tc := range []struct {
+		name             string
+		readsWithRecords int
+		backlogged       bool
+		inWindow         int
+		want             int32
+	}{
+		{"a cold start asks for the ramp's first step", 0, false, 0, 100},
+		{"a full read with more behind: the share at once", 1, true, 0, 2500},
+		{"the share less what the window holds", 1, true, 400, 2100},
+		{"a read that was not full, or nothing behind: the ramp's next step", 1, false, 0, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reader{cfg: cfg, links: &Links{Readers: func() int { return 4 }}}
+			r.readsWithRecords, r.backlogged = tc.readsWithRecords, tc.backlogged
+			r.window = make([]*delivery, tc.inWindow)
+			if got := r.readLimit(); got != tc.want {
+				t.Errorf("readLimit() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
