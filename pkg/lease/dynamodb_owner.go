@@ -47,21 +47,28 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 }
 
 // notFoundOrChanged reads the lease back after a failed take or handoff request:
-// ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise. If the read fails, the write still
-// did not apply; the answer is then ErrLeaseChanged (a lease that is gone has changed too, and
-// the caller lists again either way) with the read's error in the message.
+// ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise (see itemGoneOrChanged).
 func (s *DynamoDBStore) notFoundOrChanged(ctx context.Context, key Key) error {
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      keyItem(key),
+	return itemGoneOrChanged(ctx, s.client, s.table, keyItem(key), attrPK)
+}
+
+// itemGoneOrChanged reads an item back, by its key and a projection of keyAttr alone, after a
+// conditional write to it failed: ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise. If
+// the read fails, the write still did not apply; the answer is then ErrLeaseChanged (a lease
+// that is gone has changed too, and the caller lists again either way) with the read's error
+// in the message.
+func itemGoneOrChanged(ctx context.Context, client DynamoDBAPI, table string, key map[string]types.AttributeValue, keyAttr string) error {
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(table),
+		Key:                      key,
 		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#pk"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ProjectionExpression:     aws.String("#k"),
+		ExpressionAttributeNames: map[string]string{"#k": keyAttr},
 	})
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w (reading it back from DynamoDB table %q to tell whether it still exists failed: %v)",
-			ErrLeaseChanged, s.table, err)
+			ErrLeaseChanged, table, err)
 	case out == nil || len(out.Item) == 0:
 		return ErrLeaseNotFound
 	default:

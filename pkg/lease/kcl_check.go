@@ -34,33 +34,24 @@ func (s *KCLStore) checkStartPositions(ctx context.Context) error {
 	var odd []string
 	positions := map[string]bool{}
 	at := ""
-	for {
-		page, err := s.client.Scan(ctx, in)
-		if err != nil {
-			return fmt.Errorf("reading KCL lease table %q to check where its unread shards start: %w", s.cfg.TableName, err)
+	err := s.scan(ctx, in, func(item map[string]types.AttributeValue) error {
+		cp, _ := item[kclCheckpoint].(*types.AttributeValueMemberS)
+		key, _ := item[kclLeaseKey].(*types.AttributeValueMemberS)
+		if !isKCLLease(item) || cp == nil || key == nil || item[kclParents] != nil || item[kclWatermillGen] != nil {
+			return nil
 		}
-		if page == nil {
-			return fmt.Errorf("reading KCL lease table %q: Scan returned no page", s.cfg.TableName)
-		}
-		for _, item := range page.Items {
-			cp, _ := item[kclCheckpoint].(*types.AttributeValueMemberS)
-			key, _ := item[kclLeaseKey].(*types.AttributeValueMemberS)
-			if !isKCLLease(item) || cp == nil || key == nil || item[kclParents] != nil || item[kclWatermillGen] != nil {
-				continue
-			}
-			switch cp.Value {
-			case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
-				positions[cp.Value] = true
-				if cp.Value != s.cfg.InitialPosition {
-					at = cp.Value
-					odd = append(odd, key.Value)
-				}
+		switch cp.Value {
+		case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
+			positions[cp.Value] = true
+			if cp.Value != s.cfg.InitialPosition {
+				at = cp.Value
+				odd = append(odd, key.Value)
 			}
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checking where the unread shards of KCL lease table %q start: %w", s.cfg.TableName, err)
 	}
 	if len(odd) == 0 || len(positions) > 1 {
 		return nil

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -73,22 +72,9 @@ func (s *KCLStore) whyHandoffFailed(ctx context.Context, held Lease) error {
 	if out == nil || len(out.Item) == 0 {
 		return ErrLeaseLost
 	}
-	owner, _ := out.Item[kclOwner].(*types.AttributeValueMemberS)
-	mine, _ := out.Item[kclWatermillOwner].(*types.AttributeValueMemberS)
-	gen, _ := out.Item[kclWatermillGen].(*types.AttributeValueMemberN)
-	_, handingOver := out.Item[kclCheckpointOwner]
-	if owner == nil || mine == nil || owner.Value != held.Owner || mine.Value != held.Owner || handingOver {
-		return ErrLeaseLost
-	}
-	stored := int64(0) // no watermillGeneration: generation 0, as the write's condition reads it
-	if gen != nil {
-		n, err := strconv.ParseInt(gen.Value, 10, 64)
-		if err != nil {
-			return ErrLeaseLost
-		}
-		stored = n
-	}
-	if stored != held.Generation {
+	// Still the caller's, by this store's protocol, in held's generation (as leaseOfKCL reads it:
+	// a 3.x handoff away from it, or a KCL worker's take, makes it foreign).
+	if l, err := s.leaseOfKCL(out.Item); err != nil || l.Foreign || l.Owner != held.Owner || l.Generation != held.Generation {
 		return ErrLeaseLost
 	}
 	return ErrNoPendingOwner

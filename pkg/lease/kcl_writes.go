@@ -134,42 +134,33 @@ func (s *KCLStore) List(ctx context.Context, group, stream string) ([]Lease, err
 	if err := s.before(ctx, OpList, key, false); err != nil {
 		return nil, err
 	}
-	in := &dynamodb.ScanInput{TableName: aws.String(s.cfg.TableName), ConsistentRead: aws.Bool(true)}
 	var out []Lease
 	ids := map[string]bool{} // the stream's identifiers in a multi-stream table
 	configured, isConfigured := s.streamIDs.configured[stream]
-	for {
-		page, err := s.client.Scan(ctx, in)
-		if err != nil {
-			return nil, s.callErr(OpList, key, err)
-		}
-		if page == nil {
-			return nil, s.callErr(OpList, key, errors.New("Scan returned no page"))
-		}
-		for _, item := range page.Items {
+	err := s.scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.cfg.TableName), ConsistentRead: aws.Bool(true)},
+		func(item map[string]types.AttributeValue) error {
 			if !isKCLLease(item) {
-				continue
+				return nil
 			}
 			l, err := s.leaseOfKCL(item)
 			if err != nil {
-				return nil, fmt.Errorf("lease %s of %s: %w", OpList, key, err)
+				return err
 			}
 			if l.Stream != stream {
-				continue
+				return nil
 			}
 			if s.cfg.MultiStream {
 				id := item[kclStreamName].(*types.AttributeValueMemberS).Value // leaseOfKCL checked it
 				if isConfigured && id != configured {
-					continue // a lease of an earlier stream of the same name
+					return nil // a lease of an earlier stream of the same name
 				}
 				ids[id] = true
 			}
 			out = append(out, l)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s of %s: %w", OpList, key, err)
 	}
 	if len(ids) > 1 {
 		names := make([]string, 0, len(ids))
@@ -181,13 +172,36 @@ func (s *KCLStore) List(ctx context.Context, group, stream string) ([]Lease, err
 			"(the stream was deleted and created again): set KCLConfig.StreamIdentifiers[%q] to the current stream's account:%s:creationEpoch",
 			OpList, key, s.cfg.TableName, stream, len(names), strings.Join(names, " and "), stream, stream)
 	}
-	for id := range ids {
+	for id := range ids { // one at most
 		if !isConfigured {
 			s.streamIDs.learn(stream, id)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ShardID < out[j].ShardID })
 	return out, nil
+}
+
+// scan reads every item of the lease table with Scan pages as in asks for, and passes each to
+// each, which may stop the read with an error.
+func (s *KCLStore) scan(ctx context.Context, in *dynamodb.ScanInput, each func(map[string]types.AttributeValue) error) error {
+	for {
+		page, err := s.client.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("scanning KCL lease table %q: %w", s.cfg.TableName, err)
+		}
+		if page == nil {
+			return fmt.Errorf("scanning KCL lease table %q: Scan returned no page", s.cfg.TableName)
+		}
+		for _, item := range page.Items {
+			if err := each(item); err != nil {
+				return err
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
 }
 
 // update runs one conditional UpdateItem on key's item and returns the lease as written. failed
@@ -262,25 +276,13 @@ func (s *KCLStore) Take(ctx context.Context, observed Lease, owner string) (Leas
 }
 
 // notFoundOrChanged reads the lease back after a failed take or handoff request; see
-// DynamoDBStore.notFoundOrChanged.
+// itemGoneOrChanged.
 func (s *KCLStore) notFoundOrChanged(ctx context.Context, key Key) error {
 	item, err := s.itemKey(OpTake, key)
 	if err != nil {
 		return fmt.Errorf("%w (%v)", ErrLeaseChanged, err)
 	}
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.cfg.TableName), Key: item, ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#key"), ExpressionAttributeNames: map[string]string{"#key": kclLeaseKey},
-	})
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w (reading it back from KCL lease table %q to tell whether it still exists failed: %v)",
-			ErrLeaseChanged, s.cfg.TableName, err)
-	case out == nil || len(out.Item) == 0:
-		return ErrLeaseNotFound
-	default:
-		return ErrLeaseChanged
-	}
+	return itemGoneOrChanged(ctx, s.client, s.cfg.TableName, item, kclLeaseKey)
 }
 
 // ownerUpdate runs an owner-side write (Renew, Checkpoint, Release) conditioned on
