@@ -3,6 +3,7 @@ package tests_test
 import (
 	"context"
 	"math/big"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -46,7 +47,7 @@ func kclCreateStream(t *testing.T, env *liveEnv) kclStream {
 	name, shards := itCreateStream(t, env, 3)
 	keys := itKeys(shards, 1)
 	pub, agg := itPublisher(t, env), kclAggregatingPublisher(t, env)
-	key := func(s types.Shard, n int) []string { return repeat(keys[*s.ShardId][0], n) }
+	key := func(s types.Shard, n int) []string { return slices.Repeat([]string{keys[*s.ShardId][0]}, n) }
 	itPublish(t, pub, name, key(shards[0], 5))
 	itPublish(t, agg, name, key(shards[1], 4))
 	itPublish(t, agg, name, key(shards[1], 4))
@@ -85,7 +86,7 @@ func kclCreateStream(t *testing.T, env *liveEnv) kclStream {
 	}
 	childKeys := itKeys(ks.open, 1)
 	for _, c := range ks.children {
-		itPublish(t, pub, name, repeat(childKeys[c][0], 2))
+		itPublish(t, pub, name, slices.Repeat([]string{childKeys[c][0]}, 2))
 	}
 	out, err := client.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &name})
 	if err != nil {
@@ -93,14 +94,6 @@ func kclCreateStream(t *testing.T, env *liveEnv) kclStream {
 	}
 	ks.epoch = out.StreamDescriptionSummary.StreamCreationTimestamp.Unix()
 	return ks
-}
-
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
 }
 
 // kclAggregatingPublisher packs each Publish call's messages of one key into a KPL aggregate.
@@ -390,7 +383,7 @@ func kclMoveInAndHandBack(t *testing.T, env *liveEnv, multi bool) {
 		switch {
 		case n > 1:
 			replayed = append(replayed, u)
-		case !want[u] && !slicesContains(sentinels, u):
+		case !want[u] && !slices.Contains(sentinels, u):
 			extra = append(extra, u)
 		}
 	}
@@ -459,13 +452,4 @@ func kclCheckHandBack(t *testing.T, env *liveEnv, dyn *dynamodb.Client, ks kclSt
 			t.Errorf("a KCL worker resuming from the table would not deliver %s, published after the group closed", u)
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -115,7 +115,7 @@ func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 			}
 			c.foreignW.alive[l.Owner] = now
 		}
-		if since, ok := c.tracker.Since(l); l.Checkpoint != lease.ShardEnd && (!ok || now.Sub(since) < c.expiresAfter(l)) {
+		if l.Checkpoint != lease.ShardEnd && !c.tracker.Expired(l, now, c.expiresAfter(l)) {
 			// A finished lease, or one that stood still long enough to be taken, needs no
 			// listing at every sync: a KCL worker that comes back is seen at the next one
 			// (listMaxAge), or when it steals a lease of this worker.
