@@ -54,7 +54,13 @@ type delivery struct {
 	first    messageContext
 }
 
-// position is where the delivery's record sits, as a checkpoint (see wire.UserRecord.Position).
+// position is where the delivery's record sits, as a checkpoint: the sequence number of a
+// plain record, or, for a user record of a KPL aggregate, the sequence number, ':' and the
+// sub-sequence number, as the KCL checkpoints them (checkpoint and checkpointSubSequenceNumber).
+// A restart from inside an aggregate resumes there instead of replaying all of it; after its
+// last user record, it reads the aggregate once more and skips all of it. The sub-sequence
+// number is kept for the last user record too, so that the checkpoint says exactly which user
+// records are done, to a KCL worker that resumes from it as well (wire.ParsePosition reads it).
 func (d *delivery) position() string {
 	info := &d.ctx.info
 	if !info.Aggregated {

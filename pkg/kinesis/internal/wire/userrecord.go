@@ -24,20 +24,6 @@ type UserRecord struct {
 	NotAggregate error
 }
 
-// Position is where the user record sits in the shard, as a checkpoint: the sequence number of
-// a plain record, or, for a user record of an aggregate, the sequence number, ':' and the
-// sub-sequence number, as the KCL checkpoints them (checkpoint and checkpointSubSequenceNumber).
-// A restart from inside an aggregate resumes there instead of replaying all of it; after its
-// last user record, it reads the aggregate once more and skips all of it. The sub-sequence
-// number is kept for the last user record too, so that the checkpoint says exactly which user
-// records are done, to a KCL worker that resumes from it as well.
-func (u *UserRecord) Position() string {
-	if !u.Aggregated {
-		return u.Seq
-	}
-	return aws.ToString(u.Rec.SequenceNumber) // seq:sub, as Expand wrote it
-}
-
 // ParsePosition splits a checkpoint into its sequence number and, inside an aggregate, the
 // sub-sequence number of the last user record done (inside false for a plain sequence number).
 // Reading resumes inside at the record seq itself: the user records of an aggregate there up
