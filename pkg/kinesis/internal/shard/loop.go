@@ -68,7 +68,7 @@ func (r *Reader) act(do action, now time.Time) error {
 	case actHandOver:
 		return r.handOver()
 	case actPrepare:
-		r.prepare()
+		r.prepareRun()
 	case actFetch:
 		return r.fetch()
 	}
@@ -127,6 +127,16 @@ func (r *Reader) wait(s step, callDone <-chan struct{}) error {
 		settled = r.watch.settled
 	} else if d := r.soleUnsettled(); d != nil {
 		acked, nacked = d.msg.Acked(), d.msg.Nacked()
+	}
+	if send != nil {
+		// Most sends find the subscriber waiting: one channel is cheaper to try than the
+		// select below, which locks every channel in it.
+		select {
+		case send <- msg:
+			r.sentOffer(s.offer)
+			return nil
+		default:
+		}
 	}
 	select {
 	case send <- msg:

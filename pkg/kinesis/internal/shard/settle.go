@@ -44,13 +44,16 @@ func (r *Reader) settleAll(now time.Time) {
 }
 
 // settle applies d's Ack or Nack, if it has one, and reports whether it had.
+//
+// Two receives, not one select: a select of two channels locks both, while a receive that
+// finds its channel open and empty takes no lock, and most looks find the message still out.
 func (r *Reader) settle(d *delivery, now time.Time) bool {
-	select {
-	case <-d.msg.Acked():
+	switch {
+	case closed(d.msg.Acked()):
 		r.progressed = true
 		r.metrics.Count(CountAcks, 1)
 		r.ackedOut(d)
-	case <-d.msg.Nacked():
+	case closed(d.msg.Nacked()):
 		r.progressed = true
 		r.metrics.Count(CountNacks, 1)
 		resendAt := now
@@ -62,6 +65,16 @@ func (r *Reader) settle(d *delivery, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// closed reports whether c, which is only ever closed, never sent on, is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *Reader) moveWatermark() {
