@@ -43,11 +43,17 @@ func init() {
 }
 
 func runB7(ctx context.Context, e *env) (result, error) {
-	small, err := b7Drains(ctx, b7Small, []func(*kinesis.SubscriberConfig){nil})
+	runs := e.runsOr(5)
+	// As many 10k drains as 200k ones at the default budget: a single one moved the ratio by
+	// a third from run to run (what is in flight at the three samples).
+	small, err := b7Drains(ctx, b7Small, make([]func(*kinesis.SubscriberConfig), runs))
 	if err != nil {
 		return result{}, fmt.Errorf("10k backlog: %w", err)
 	}
-	runs := e.runsOr(5)
+	var smallHeaps, smallRates []float64
+	for _, d := range small {
+		smallHeaps, smallRates = append(smallHeaps, d.heap), append(smallRates, d.rate)
+	}
 	configs := make([]func(*kinesis.SubscriberConfig), 0, 2*runs)
 	for range runs {
 		configs = append(configs, nil, unbounded) // alternate, so that drift hits both alike
@@ -66,22 +72,22 @@ func runB7(ctx context.Context, e *env) (result, error) {
 			rates = append(rates, fmtRatio(large[i-1].rate/d.rate))
 		}
 	}
-	heapLarge, heapSmall := median(boundedHeaps), small[0].heap
+	heapLarge, heapSmall := median(boundedHeaps), median(smallHeaps)
 	heapRatio := heapLarge / heapSmall
 	speed := median(boundedRates) / median(unboundedRates)
 	return result{
 		lines: []line{
 			{"B7", "subscriber heap, 16 shards memlog, group, 200k vs 10k backlog (defaults)", fmtMiB(heapLarge) + " (200k)", fmtMiB(heapSmall) + " (10k)",
 				fmtRatio(heapRatio), "<= 1.2x", met(heapRatio <= 1.2)},
-			{"B7", "drain rate of those backlogs", fmtRate(median(boundedRates)) + " (200k)", fmtRate(small[0].rate) + " (10k)",
-				fmtRatio(median(boundedRates) / small[0].rate), "-", "-"},
+			{"B7", "drain rate of those backlogs", fmtRate(median(boundedRates)) + " (200k)", fmtRate(median(smallRates)) + " (10k)",
+				fmtRatio(median(boundedRates) / median(smallRates)), "-", "-"},
 			{"B7", "200k drain rate, budget (default) vs unbounded (pre-budget); median of " + count(runs, "run") + " each",
 				fmtRate(median(boundedRates)), fmtRate(median(unboundedRates)) + " (unbounded)",
 				fmt.Sprintf("%s (%s)", fmtRatio(speed), strings.Join(rates, ", ")), ">= 0.9x (no loss of drain speed)", met(speed >= 0.9)},
 		},
 		notes: []string{
-			"heap: HeapAlloc after runtime.GC() at n/4, n/2 and 3n/4 messages received (the max of the three) minus HeapAlloc after runtime.GC() once the backlog is in memlog; the 200k heap is the median of the default-budget runs.",
-			fmt.Sprintf("unbounded (MaxBufferedRecords 1<<30, MaxBufferedBytes 1<<40) 200k heap: %s (median); drain rates leave out the time of the forced GCs.", fmtMiB(median(unboundedHeaps))),
+			"heap: HeapAlloc after runtime.GC() at n/4, n/2 and 3n/4 messages received (the max of the three) minus HeapAlloc after runtime.GC() once the backlog is in memlog; each heap is the median of its default-budget runs (as many 10k as 200k).",
+			fmt.Sprintf("unbounded (MaxBufferedRecords 1<<30, MaxBufferedBytes 1<<40) 200k heap: %s (median); drain rates run from the first message received (not from Subscribe, whose wait for instances joining with it, 1.5 s at the defaults, is not drain speed) and leave out the time of the forced GCs.", fmtMiB(median(unboundedHeaps))),
 			"subscriber: a Group with lease.NewMemoryStore(), PollInterval 1 ms and MinReadInterval 1 µs (lowered to keep the row fast), all else default (MaxInFlight 1, MaxBufferedRecords 10000, MaxBufferedBytes 64 MiB, GetRecordsLimit 10000).",
 		},
 	}, nil
@@ -127,6 +133,11 @@ func b7Drain(ctx context.Context, cfg kinesis.SubscriberConfig, stream string, n
 		return d, err
 	}
 	err = receive(ctx, msgs, n, func(_ *message.Message, received int) {
+		if received == 1 {
+			// The rate is the drain's, from the first message: Subscribe's wait for
+			// instances joining with it (1.5 s at the defaults) is not drain speed.
+			start = time.Now()
+		}
 		if received == n/4 || received == n/2 || received == 3*n/4 {
 			t := time.Now()
 			peak = max(peak, liveHeap())
