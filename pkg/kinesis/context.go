@@ -43,7 +43,7 @@ func RecordFromContext(ctx context.Context) (RecordInfo, bool) {
 	if !ok {
 		return RecordInfo{}, false
 	}
-	return RecordInfo(*info), true
+	return RecordInfo(info), true
 }
 
 // StreamFromContext returns the stream a consumed message was read from.

@@ -41,22 +41,14 @@ func (r *Reader) prepare() {
 	}
 	r.next++
 	d := &delivery{}
-	d.ctx = &d.first
-	d.first.parent = r.msgParent
-	info := &d.first.info
-	*info = RecordInfo{
-		Stream:             r.cfg.Stream,
-		ShardID:            r.shardID,
-		SequenceNumber:     aws.ToString(rec.SequenceNumber),
-		PartitionKey:       aws.ToString(rec.PartitionKey),
-		MillisBehindLatest: r.behind,
-		LeaseGeneration:    r.generation,
-	}
+	c := &d.first
+	d.ctx = c
+	c.facts, c.seq, c.key, c.behind = r.facts, aws.ToString(rec.SequenceNumber), aws.ToString(rec.PartitionKey), r.behind
 	if u != nil {
-		info.SequenceNumber, info.Aggregated, info.SubSequenceNumber = u.Seq, u.Aggregated, u.Sub
+		c.seq, c.aggregated, c.sub = u.Seq, u.Aggregated, int32(u.Sub)
 	}
 	if rec.ApproximateArrivalTimestamp != nil {
-		info.ArrivalTime = *rec.ApproximateArrivalTimestamp
+		c.arrival = *rec.ApproximateArrivalTimestamp
 	}
 	if u != nil && u.NotAggregate != nil {
 		r.cfg.Logger.Info("Record starts like a KPL aggregate but is not one; delivering it whole, as the KCL does",
@@ -67,27 +59,27 @@ func (r *Reader) prepare() {
 		if err == nil {
 			err = errors.New("unmarshaler returned no message")
 		}
-		info.DecodeError = err
-		msg = r.poison(PoisonRecord{Info: *info, Data: rec.Data, Err: err, Decoded: msg}, d)
+		c.decodeError = err
+		msg = r.poison(PoisonRecord{Info: c.info(), Data: rec.Data, Err: err, Decoded: msg}, d)
 		if msg == nil {
 			// Skipped: done as if delivered and acked, so the checkpoint passes it in order.
 			d.state = stateAcked
-			d.first.cancelled = true
+			c.cancelled = true
 		}
 	}
 	if msg != nil {
 		d.msg = msg
 		msg.SetContext(d.ctx)
 	}
-	r.enqueue(d, r.cfg.Ordering, info.PartitionKey)
+	r.enqueue(d, r.cfg.Ordering, c.key)
 }
 
 // recordFields are the log fields of a record: built only on the rare paths that log one.
 func (r *Reader) recordFields(d *delivery) watermill.LogFields {
 	f := r.LogFields()
-	f["sequence_number"] = d.ctx.info.SequenceNumber
-	if d.ctx.info.Aggregated {
-		f["sub_sequence_number"] = d.ctx.info.SubSequenceNumber
+	f["sequence_number"] = d.ctx.seq
+	if d.ctx.aggregated {
+		f["sub_sequence_number"] = int(d.ctx.sub)
 	}
 	return f
 }

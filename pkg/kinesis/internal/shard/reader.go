@@ -52,12 +52,14 @@ type Reader struct {
 	shardID string
 	ctx     context.Context
 	cancel  context.CancelFunc
-	// msgParent is the parent of the messages' contexts: ctx's values, not its end. A message's
-	// context ends when the reader sees it settled or gives it up (cancelWindow, after the
-	// last acks are counted), never before: ended with ctx, a message acked between the
-	// stop and the reader's last settle was checkpointed although its handler had seen its
-	// context end, which says it will be redelivered (found by tests/scale under -race).
-	msgParent context.Context
+	// facts are what the reader's messages share. Their contexts' parent (facts.parent) has
+	// ctx's values, not its end. A message's context ends when the reader sees it settled or
+	// gives it up (cancelWindow, after the last acks are counted), never before: ended with
+	// ctx, a message acked between the stop and the reader's last settle was checkpointed
+	// although its handler had seen its context end, which says it will be redelivered (found
+	// by tests/scale under -race). Apart from the Reader: a message a handler keeps must not
+	// keep the reader's batch and window alive.
+	facts *readerFacts
 	lost      chan struct{} // closed by the coordinator when the lease moved to another owner
 	ready     chan error    // gets one value: nil once the iterator is held, or why not
 	finished  chan struct{} // closed by run when nothing of the reader runs any more but its exit report
@@ -92,7 +94,7 @@ func New(cfg *Config, links *Links, metrics Metrics, shardID string, start Start
 	ctx, cancel := context.WithCancel(links.Closing)
 	r := &Reader{
 		cfg: cfg, links: links, metrics: metrics,
-		shardID: shardID, ctx: ctx, cancel: cancel, msgParent: context.WithoutCancel(ctx),
+		shardID: shardID, ctx: ctx, cancel: cancel,
 		lost: make(chan struct{}), handoff: make(chan struct{}, 1), ready: make(chan error, 1),
 		finished: make(chan struct{}),
 		start:    start, held: held,
@@ -104,6 +106,7 @@ func New(cfg *Config, links *Links, metrics Metrics, shardID string, start Start
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt
 	}
+	r.facts = &readerFacts{parent: context.WithoutCancel(ctx), stream: cfg.Stream, shardID: shardID, generation: r.generation}
 	return r
 }
 

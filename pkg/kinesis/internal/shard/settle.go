@@ -85,7 +85,8 @@ func (r *Reader) moveWatermark() {
 
 // refresh gives d a fresh message (same UUID, metadata and payload) with a new context.
 func (r *Reader) refresh(d *delivery) {
-	ctx := &messageContext{parent: r.msgParent, info: d.ctx.info}
+	ctx := &messageContext{}
+	ctx.sameRecord(d.ctx)
 	d.msg, d.ctx = d.msg.Copy(), ctx
 	d.msg.SetContext(ctx)
 }

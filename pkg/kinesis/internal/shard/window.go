@@ -62,11 +62,11 @@ type delivery struct {
 // number is kept for the last user record too, so that the checkpoint says exactly which user
 // records are done, to a KCL worker that resumes from it as well (wire.ParsePosition reads it).
 func (d *delivery) position() string {
-	info := &d.ctx.info
-	if !info.Aggregated {
-		return info.SequenceNumber
+	c := d.ctx
+	if !c.aggregated {
+		return c.seq
 	}
-	return info.SequenceNumber + ":" + strconv.Itoa(info.SubSequenceNumber)
+	return c.seq + ":" + strconv.Itoa(int(c.sub))
 }
 
 // out is how many deliveries are sent or nacked: what MaxInFlight bounds.

@@ -32,7 +32,7 @@ func BenchmarkWindowSettle(b *testing.B) {
 					d := &ds[i]
 					*d = delivery{}
 					d.ctx = &d.first
-					d.first.info.SequenceNumber = seqs[i]
+					d.first.seq = seqs[i]
 					w.enqueue(d, tc.ordering, keys[i%len(keys)])
 				}
 				for settled := 0; settled < batch; {

@@ -65,7 +65,7 @@ func TestWindowOrdering(t *testing.T) {
 					for _, key := range f[1:] {
 						d := &delivery{}
 						d.ctx = &d.first
-						d.first.info.SequenceNumber = fmt.Sprint(w.nextOrd)
+						d.first.seq = fmt.Sprint(w.nextOrd)
 						w.enqueue(d, tt.ordering, key)
 						all[d.ord] = d
 					}
