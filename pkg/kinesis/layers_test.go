@@ -18,13 +18,14 @@ const module = "github.com/watermill-kinesis/watermill-kinesis/"
 // compiler already refuses an import cycle; this table also refuses a shortcut that skips a
 // layer's boundary, such as a reader importing the coordinator's package through a third one.
 var layers = map[string][]string{
-	"pkg/kinesis/internal/logs":          {},
-	"pkg/kinesis/internal/wire/envelope": {},
-	"pkg/kinesis/internal/wire/kpl":      {},
-	"pkg/kinesis/internal/wire":          {"pkg/kinesis/internal/wire/kpl"},
-	"pkg/kinesis/internal/awscall":       {"pkg/kinesis/clock"},
+	"pkg/kinesis/internal/logs":            {},
+	"pkg/kinesis/internal/wire/envelope":   {},
+	"pkg/kinesis/internal/wire/kpl":        {},
+	"pkg/kinesis/internal/wire/getrecords": {},
+	"pkg/kinesis/internal/wire":            {"pkg/kinesis/internal/wire/kpl"},
+	"pkg/kinesis/internal/awscall":         {"pkg/kinesis/clock"},
 	"pkg/kinesis/internal/shard": {"pkg/kinesis/clock", "pkg/lease", "pkg/kinesis/internal/awscall",
-		"pkg/kinesis/internal/logs", "pkg/kinesis/internal/wire"},
+		"pkg/kinesis/internal/logs", "pkg/kinesis/internal/wire", "pkg/kinesis/internal/wire/getrecords"},
 	"pkg/kinesis/internal/group": {"pkg/kinesis/clock", "pkg/lease", "pkg/kinesis/internal/awscall",
 		"pkg/kinesis/internal/logs", "pkg/kinesis/internal/shard"},
 }

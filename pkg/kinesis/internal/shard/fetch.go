@@ -12,6 +12,7 @@ import (
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/getrecords"
 )
 
 // fetchState is a reader's position in its shard: the iterator, the batch read last, and when
@@ -57,7 +58,9 @@ func (r *Reader) fetch() error {
 	in := &awskinesis.GetRecordsInput{ShardIterator: aws.String(r.iterator), Limit: &limit}
 	var out *awskinesis.GetRecordsOutput
 	err, stop := r.kinesisCall(func(ctx context.Context) (err error) {
-		out, err = cfg.Client.GetRecords(ctx, in)
+		// WithFastDecode: the SDK's own decoding of the answer cost more per record than
+		// the rest of the reader (package getrecords); clients other than the SDK's ignore it.
+		out, err = cfg.Client.GetRecords(ctx, in, getrecords.WithFastDecode)
 		return err
 	})
 	if stop != nil {

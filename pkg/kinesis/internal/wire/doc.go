@@ -4,5 +4,8 @@
 // record of a KPL aggregate, with its position "sequence:sub").
 //
 // It is pure: no goroutine, no clock, no I/O. It may import only the AWS SDK's types and its
-// own subpackages; every layer above may import it.
+// own subpackages; every layer above may import it. The subpackage getrecords, which decodes a
+// GetRecords answer faster than the SDK and swaps that decoder into a call as a middleware,
+// also imports the SDK's kinesis client and smithy-go's middleware and HTTP transport, and
+// reads (only) the response body it is handed.
 package wire

@@ -1,0 +1,258 @@
+package getrecords
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	smithy "github.com/aws/smithy-go"
+)
+
+// maxRecords is the most records one GetRecords answer holds (its Limit's maximum): the guess
+// that sizes the record slice never goes above it, whatever the first record's size suggests.
+const maxRecords = 10_000
+
+// Decode decodes the body of a GetRecords answer (awsJson 1.1, HTTP 200) into the output the
+// SDK's own deserializer would return for it: same fields, same nil and empty slices, same
+// strings (escapes included), same timestamps to the nanosecond, same errors for the bodies it
+// refuses, all as *smithy.DeserializationError. body is not retained: the output's strings and
+// Data slices live in one buffer of their own, see the package documentation.
+func Decode(body []byte) (*kinesis.GetRecordsOutput, error) {
+	out := &kinesis.GetRecordsOutput{}
+	if len(body) == 0 { // the SDK does not parse an empty body: it is an empty output
+		return out, nil
+	}
+	d := decoder{scanner: scanner{b: body}, buf: make([]byte, 0, len(body))}
+	if err := d.output(out); err != nil {
+		return nil, &smithy.DeserializationError{Err: err}
+	}
+	return out, nil
+}
+
+// decoder fills one output. Every string and Data slice it makes is carved from buf, whose
+// capacity (the body's length) holds them all, base64 and unescaping shrinking what they read
+// (but see reserve). The *string and *time.Time fields point into chunks of strs and times
+// rather than one allocation each.
+type decoder struct {
+	scanner
+	buf   []byte
+	strs  []string
+	times []time.Time
+	guess int // records expected, from the first record's size; sizes the chunks
+}
+
+// name is a member name as the SDK compares it with its schema: unescaped.
+func (d *decoder) name(raw []byte) []byte {
+	if d.esc {
+		return d.unquote(raw)
+	}
+	return raw
+}
+
+// output reads the top-level object. Like the SDK, it stops at its closing brace: whatever
+// follows is not read.
+func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
+	if err := d.openAs('{', "'{'"); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		raw, more, err := d.member(first)
+		if err != nil || !more {
+			return err
+		}
+		if d.null() { // the SDK leaves a member that is null unset
+			continue
+		}
+		switch string(d.name(raw)) {
+		case "Records":
+			out.Records, err = d.records()
+		case "NextShardIterator":
+			out.NextShardIterator, err = d.newString()
+		case "MillisBehindLatest":
+			out.MillisBehindLatest, err = d.newInt64()
+		case "ChildShards":
+			out.ChildShards, err = d.childShards()
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// records reads the Records array; a null element is a zero Record, as in the SDK.
+func (d *decoder) records() ([]types.Record, error) {
+	if err := d.openAs('[', "'[' (Records)"); err != nil {
+		return nil, err
+	}
+	recs := make([]types.Record, 0, d.guess)
+	for first := true; ; first = false {
+		more, err := d.elem(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return recs, nil
+		}
+		start := d.i
+		recs = append(recs, types.Record{})
+		if !d.null() {
+			if err := d.record(&recs[len(recs)-1]); err != nil {
+				return nil, err
+			}
+		}
+		if first && d.guess == 0 {
+			recs = d.sizeFor(recs, d.i-start)
+		}
+	}
+}
+
+// sizeFor guesses from the first record's size how many the answer holds (a quarter more, for
+// records of uneven size) and gives recs room for them: one allocation instead of a dozen.
+func (d *decoder) sizeFor(recs []types.Record, size int) []types.Record {
+	d.guess = min((len(d.b)-d.i)/(size+1)*5/4+1, maxRecords)
+	grown := make([]types.Record, len(recs), d.guess+1)
+	copy(grown, recs)
+	return grown
+}
+
+func (d *decoder) record(r *types.Record) error {
+	if err := d.openAs('{', "'{' (a record)"); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		raw, more, err := d.member(first)
+		if err != nil || !more {
+			return err
+		}
+		if d.null() {
+			continue
+		}
+		switch string(d.name(raw)) {
+		case "Data":
+			r.Data, err = d.blob()
+		case "PartitionKey":
+			r.PartitionKey, err = d.newString()
+		case "SequenceNumber":
+			r.SequenceNumber, err = d.newString()
+		case "EncryptionType":
+			var s string
+			s, err = d.string()
+			r.EncryptionType = types.EncryptionType(s)
+		case "ApproximateArrivalTimestamp":
+			r.ApproximateArrivalTimestamp, err = d.newTime()
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// childShards reads ChildShards (present once the shard is closed); a null element is a zero
+// ChildShard, as in the SDK.
+func (d *decoder) childShards() ([]types.ChildShard, error) {
+	if err := d.openAs('[', "'[' (ChildShards)"); err != nil {
+		return nil, err
+	}
+	list := make([]types.ChildShard, 0, 2)
+	for first := true; ; first = false {
+		more, err := d.elem(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return list, nil
+		}
+		list = append(list, types.ChildShard{})
+		if !d.null() {
+			if err := d.childShard(&list[len(list)-1]); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+func (d *decoder) childShard(c *types.ChildShard) error {
+	if err := d.openAs('{', "'{' (a child shard)"); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		raw, more, err := d.member(first)
+		if err != nil || !more {
+			return err
+		}
+		if d.null() {
+			continue
+		}
+		switch string(d.name(raw)) {
+		case "ShardId":
+			c.ShardId, err = d.newString()
+		case "ParentShards":
+			c.ParentShards, err = d.stringList()
+		case "HashKeyRange":
+			c.HashKeyRange, err = d.hashKeyRange()
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (d *decoder) hashKeyRange() (*types.HashKeyRange, error) {
+	if err := d.openAs('{', "'{' (HashKeyRange)"); err != nil {
+		return nil, err
+	}
+	h := &types.HashKeyRange{}
+	for first := true; ; first = false {
+		raw, more, err := d.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return h, nil
+		}
+		if d.null() {
+			continue
+		}
+		switch string(d.name(raw)) {
+		case "StartingHashKey":
+			h.StartingHashKey, err = d.newString()
+		case "EndingHashKey":
+			h.EndingHashKey, err = d.newString()
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// stringList reads ParentShards; a null element is "", as in the SDK.
+func (d *decoder) stringList() ([]string, error) {
+	if err := d.openAs('[', "'[' (ParentShards)"); err != nil {
+		return nil, err
+	}
+	list := make([]string, 0, 2)
+	for first := true; ; first = false {
+		more, err := d.elem(first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return list, nil
+		}
+		s := ""
+		if !d.null() {
+			if s, err = d.string(); err != nil {
+				return nil, err
+			}
+		}
+		list = append(list, s)
+	}
+}

@@ -1,0 +1,196 @@
+package getrecords_test
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	smithy "github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/getrecords"
+)
+
+// TestErrorAnswersGoToSDK: a 400 or 500 answer reaches the SDK's deserializer, once sent: the
+// typed errors come out as without the option, and the fake client saw one request per call.
+func TestErrorAnswersGoToSDK(t *testing.T) {
+	cases := []struct {
+		name, errType, body string
+		status              int
+		is                  func(error) bool
+	}{
+		{"expired iterator", "ExpiredIteratorException:http://internal.amazon.com/coral/com.amazon.kinesis/",
+			`{"__type":"ExpiredIteratorException","message":"Iterator expired. The iterator was created at time Mon Sep 02 2015"}`, 400,
+			func(err error) bool {
+				var e *types.ExpiredIteratorException
+				return errors.As(err, &e) && e.ErrorMessage() != ""
+			}},
+		{"throughput exceeded", "ProvisionedThroughputExceededException",
+			`{"__type":"ProvisionedThroughputExceededException","message":"Rate exceeded for shard shardId-000000000000"}`, 400,
+			func(err error) bool { var e *types.ProvisionedThroughputExceededException; return errors.As(err, &e) }},
+		{"kms throttling", "KMSThrottlingException", `{"message":"slow down"}`, 400,
+			func(err error) bool { var e *types.KMSThrottlingException; return errors.As(err, &e) }},
+		{"internal failure", "InternalFailure", `{"__type":"InternalFailure"}`, 500,
+			func(err error) bool {
+				var e smithy.APIError
+				return errors.As(err, &e) && e.ErrorCode() == "InternalFailure"
+			}},
+		{"200 as 206", "", `{"Records":[]}`, 206, // a 2xx that is not 200: the SDK decodes it itself
+			func(err error) bool { return err == nil }},
+	}
+	for _, tc := range cases {
+		for _, opts := range [][]func(*kinesis.Options){nil, {getrecords.WithFastDecode}} {
+			a := &answer{status: tc.status, body: []byte(tc.body), header: map[string]string{"X-Amzn-ErrorType": tc.errType}}
+			_, err := call(a, opts...)
+			if !tc.is(err) {
+				t.Errorf("%s (fast: %v): error %v (%T) is not the expected one", tc.name, opts != nil, err, err)
+			}
+			if n := a.httpDos.Load(); n != 1 {
+				t.Errorf("%s (fast: %v): %d requests sent, want 1", tc.name, opts != nil, n)
+			}
+		}
+	}
+}
+
+// TestTransportErrorGoesToSDK: a failed request comes back as without the option.
+func TestTransportErrorGoesToSDK(t *testing.T) {
+	cause := errors.New("connection reset by fake peer")
+	_, sdkErr := call(&answer{err: cause})
+	_, fastErr := call(&answer{err: cause}, getrecords.WithFastDecode)
+	if !errors.Is(fastErr, cause) || sdkErr.Error() != fastErr.Error() {
+		t.Fatalf("SDK: %v; fast: %v", sdkErr, fastErr)
+	}
+}
+
+// renameDeserializer stands for a later SDK that names its deserializer otherwise: it replaces
+// "OperationDeserializer" with a middleware of another name that delegates to it.
+func renameDeserializer(o *kinesis.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		old, err := s.Deserialize.Remove("OperationDeserializer")
+		if err != nil {
+			return err
+		}
+		return s.Deserialize.Add(renamed{old}, middleware.After)
+	})
+}
+
+type renamed struct {
+	middleware.DeserializeMiddleware
+}
+
+func (renamed) ID() string { return "SomeFutureDeserializer" }
+
+// listDeserializers records the deserialize step's middleware IDs once every option has run.
+func listDeserializers(ids *[]string) func(*kinesis.Options) {
+	return func(o *kinesis.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			*ids = s.Deserialize.List()
+			return nil
+		})
+	}
+}
+
+// TestWithoutOperationDeserializer: when the stack has no "OperationDeserializer", the option
+// changes nothing: the same stack, the same output, the same typed errors.
+func TestWithoutOperationDeserializer(t *testing.T) {
+	var without, with []string
+	body := genBody(10, bodyOpts{tricky: true, children: true})
+	sdk, err := call(ok200(body), renameDeserializer, listDeserializers(&without))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := call(ok200(body), renameDeserializer, getrecords.WithFastDecode, listDeserializers(&with))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(without, with) || !slices.Contains(with, "SomeFutureDeserializer") || slices.Contains(with, "OperationDeserializer") {
+		t.Fatalf("deserialize step %v with the option, %v without", with, without)
+	}
+	requireSame(t, "renamed deserializer", sdk, fast)
+
+	a := &answer{status: 400, body: []byte(`{"__type":"ExpiredIteratorException","message":"expired"}`)}
+	_, err = call(a, renameDeserializer, getrecords.WithFastDecode)
+	if e := (*types.ExpiredIteratorException)(nil); !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *types.ExpiredIteratorException", err, err)
+	}
+}
+
+// TestSwapOnBareStack: on a stack without the SDK's deserializer, the option's stack function
+// returns nil and adds nothing.
+func TestSwapOnBareStack(t *testing.T) {
+	var o kinesis.Options
+	getrecords.WithFastDecode(&o)
+	if len(o.APIOptions) != 1 {
+		t.Fatalf("%d stack functions, want 1", len(o.APIOptions))
+	}
+	s := middleware.NewStack("GetRecords", smithyhttp.NewStackRequest)
+	if err := o.APIOptions[0](s); err != nil {
+		t.Fatalf("stack function: %v", err)
+	}
+	if ids := s.Deserialize.List(); len(ids) != 0 {
+		t.Fatalf("deserialize step %v, want it empty", ids)
+	}
+}
+
+// tracked is a response body that records whether it was read to EOF and closed.
+type tracked struct {
+	r         io.Reader
+	eof, shut bool
+	failAfter int // >0: fail the read after this many bytes
+	read      int
+}
+
+func (b *tracked) Read(p []byte) (int, error) {
+	if b.failAfter > 0 && b.read+len(p) > b.failAfter {
+		p = p[:b.failAfter-b.read]
+		if len(p) == 0 {
+			return 0, errors.New("fake read failure")
+		}
+	}
+	n, err := b.r.Read(p)
+	b.read += n
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *tracked) Close() error { b.shut = true; return nil }
+
+// TestBodyReadToEOFAndClosed: the body is read to EOF and closed when it decodes, when it does
+// not, and when reading it fails (then the error is a DeserializationError and the body is
+// closed all the same).
+func TestBodyReadToEOFAndClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		body      string
+		failAfter int
+		wantErr   bool
+	}{
+		{"decodes", string(genBody(50, bodyOpts{})), 0, false},
+		{"malformed", `{"Records":[{"Data":"AA=="}],"MillisBehindLatest":x}`, 0, true},
+		{"read fails", string(genBody(50, bodyOpts{})), 1000, true},
+	} {
+		var body *tracked
+		a := ok200([]byte(tc.body))
+		a.wrap = func(r io.Reader) io.ReadCloser { body = &tracked{r: r, failAfter: tc.failAfter}; return body }
+		_, err := call(a, getrecords.WithFastDecode)
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s: error %v", tc.name, err)
+		}
+		var de *smithy.DeserializationError
+		if err != nil && !errors.As(err, &de) {
+			t.Errorf("%s: error %v (%T) is not a *smithy.DeserializationError", tc.name, err, err)
+		}
+		if !body.shut || !body.eof && tc.failAfter == 0 {
+			t.Errorf("%s: read to EOF %v, closed %v", tc.name, body.eof, body.shut)
+		}
+		if n := a.httpDos.Load(); n != 1 {
+			t.Errorf("%s: %d requests, want 1", tc.name, n)
+		}
+	}
+}
