@@ -59,10 +59,10 @@ type Reader struct {
 	// although its handler had seen its context end, which says it will be redelivered (found
 	// by tests/scale under -race). Apart from the Reader: a message a handler keeps must not
 	// keep the reader's batch and window alive.
-	facts *readerFacts
-	lost      chan struct{} // closed by the coordinator when the lease moved to another owner
-	ready     chan error    // gets one value: nil once the iterator is held, or why not
-	finished  chan struct{} // closed by run when nothing of the reader runs any more but its exit report
+	facts    *readerFacts
+	lost     chan struct{} // closed by the coordinator when the lease moved to another owner
+	ready    chan error    // gets one value: nil once the iterator is held, or why not
+	finished chan struct{} // closed by run when nothing of the reader runs any more but its exit report
 	// handoff gets a value from the coordinator at each lease listing that finds another
 	// worker waiting for this lease (buffered 1; a signal already pending is enough).
 	handoff  chan struct{}
