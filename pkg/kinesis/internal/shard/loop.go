@@ -114,9 +114,14 @@ func (r *Reader) wait(s step, callDone <-chan struct{}) error {
 	if s.offer != nil {
 		send, msg = r.links.Out, s.offer.msg
 	}
-	handoff := r.handoff
-	if r.handingOff {
+	// Without a lease, nobody fences the reader or asks for its shard: a select locks every
+	// channel in it, so it has only those that can fire.
+	handoff, lost := r.handoff, r.lost
+	if r.handingOff || !r.leased {
 		handoff = nil
+	}
+	if !r.leased {
+		lost = nil
 	}
 	wake := r.wakeAt(s.until)
 	// One message out at most (MaxInFlight 1): the reader waits on its Ack and Nack itself.
@@ -150,7 +155,7 @@ func (r *Reader) wait(s step, callDone <-chan struct{}) error {
 	case <-callDone:
 	case <-handoff:
 		r.beginHandoff()
-	case <-r.lost:
+	case <-lost:
 		return errLostToOther
 	case <-r.ctx.Done():
 		return r.ctx.Err()
