@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -78,7 +79,10 @@ var rows []rowSpec
 
 func register(r rowSpec) {
 	rows = append(rows, r)
-	slices.SortFunc(rows, func(a, b rowSpec) int { return strings.Compare(a.id, b.id) })
+	// By number, not by text: B10 after B9.
+	slices.SortFunc(rows, func(a, b rowSpec) int {
+		return cmp.Or(cmp.Compare(len(a.id), len(b.id)), strings.Compare(a.id, b.id))
+	})
 }
 
 func main() {
