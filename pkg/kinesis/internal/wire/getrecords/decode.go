@@ -49,10 +49,11 @@ func (d *decoder) name(raw []byte) []byte {
 	return raw
 }
 
-// output reads the top-level object. Like the SDK, it stops at its closing brace: whatever
-// follows is not read.
-func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
-	if err := d.openAs('{', "'{'"); err != nil {
+// object reads the object that comes next (what names it in an error) and calls each with the
+// name of every member that is not null, unescaped, positioned at its value: the SDK leaves a
+// member that is null unset. each must read the value.
+func (d *decoder) object(what string, each func(name []byte) error) error {
+	if err := d.openAs('{', what); err != nil {
 		return err
 	}
 	for first := true; ; first = false {
@@ -60,10 +61,37 @@ func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
 		if err != nil || !more {
 			return err
 		}
-		if d.null() { // the SDK leaves a member that is null unset
+		if d.null() {
 			continue
 		}
-		switch string(d.name(raw)) {
+		if err := each(d.name(raw)); err != nil {
+			return err
+		}
+	}
+}
+
+// array reads the array that comes next and calls each, positioned at every element; a null
+// element is left to each.
+func (d *decoder) array(what string, each func() error) error {
+	if err := d.openAs('[', what); err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		more, err := d.elem(first)
+		if err != nil || !more {
+			return err
+		}
+		if err := each(); err != nil {
+			return err
+		}
+	}
+}
+
+// output reads the top-level object. Like the SDK, it stops at its closing brace: whatever
+// follows is not read.
+func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
+	return d.object("'{'", func(name []byte) (err error) {
+		switch string(name) {
 		case "Records":
 			out.Records, err = d.records()
 		case "NextShardIterator":
@@ -75,37 +103,30 @@ func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
 		default:
 			err = d.skip()
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // records reads the Records array; a null element is a zero Record, as in the SDK.
 func (d *decoder) records() ([]types.Record, error) {
-	if err := d.openAs('[', "'[' (Records)"); err != nil {
-		return nil, err
-	}
 	recs := make([]types.Record, 0, d.guess)
-	for first := true; ; first = false {
-		more, err := d.elem(first)
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return recs, nil
-		}
+	err := d.array("'[' (Records)", func() error {
 		start := d.i
 		recs = append(recs, types.Record{})
 		if !d.null() {
 			if err := d.record(&recs[len(recs)-1]); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if first && d.guess == 0 {
+		if len(recs) == 1 && d.guess == 0 {
 			recs = d.sizeFor(recs, d.i-start)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return recs, nil
 }
 
 // sizeFor guesses from the first record's size how many the answer holds (a quarter more, for
@@ -118,18 +139,8 @@ func (d *decoder) sizeFor(recs []types.Record, size int) []types.Record {
 }
 
 func (d *decoder) record(r *types.Record) error {
-	if err := d.openAs('{', "'{' (a record)"); err != nil {
-		return err
-	}
-	for first := true; ; first = false {
-		raw, more, err := d.member(first)
-		if err != nil || !more {
-			return err
-		}
-		if d.null() {
-			continue
-		}
-		switch string(d.name(raw)) {
+	return d.object("'{' (a record)", func(name []byte) (err error) {
+		switch string(name) {
 		case "Data":
 			r.Data, err = d.blob()
 		case "PartitionKey":
@@ -145,49 +156,30 @@ func (d *decoder) record(r *types.Record) error {
 		default:
 			err = d.skip()
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // childShards reads ChildShards (present once the shard is closed); a null element is a zero
 // ChildShard, as in the SDK.
 func (d *decoder) childShards() ([]types.ChildShard, error) {
-	if err := d.openAs('[', "'[' (ChildShards)"); err != nil {
+	list := make([]types.ChildShard, 0, 2)
+	err := d.array("'[' (ChildShards)", func() error {
+		list = append(list, types.ChildShard{})
+		if d.null() {
+			return nil
+		}
+		return d.childShard(&list[len(list)-1])
+	})
+	if err != nil {
 		return nil, err
 	}
-	list := make([]types.ChildShard, 0, 2)
-	for first := true; ; first = false {
-		more, err := d.elem(first)
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return list, nil
-		}
-		list = append(list, types.ChildShard{})
-		if !d.null() {
-			if err := d.childShard(&list[len(list)-1]); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return list, nil
 }
 
 func (d *decoder) childShard(c *types.ChildShard) error {
-	if err := d.openAs('{', "'{' (a child shard)"); err != nil {
-		return err
-	}
-	for first := true; ; first = false {
-		raw, more, err := d.member(first)
-		if err != nil || !more {
-			return err
-		}
-		if d.null() {
-			continue
-		}
-		switch string(d.name(raw)) {
+	return d.object("'{' (a child shard)", func(name []byte) (err error) {
+		switch string(name) {
 		case "ShardId":
 			c.ShardId, err = d.newString()
 		case "ParentShards":
@@ -197,29 +189,14 @@ func (d *decoder) childShard(c *types.ChildShard) error {
 		default:
 			err = d.skip()
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 func (d *decoder) hashKeyRange() (*types.HashKeyRange, error) {
-	if err := d.openAs('{', "'{' (HashKeyRange)"); err != nil {
-		return nil, err
-	}
 	h := &types.HashKeyRange{}
-	for first := true; ; first = false {
-		raw, more, err := d.member(first)
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return h, nil
-		}
-		if d.null() {
-			continue
-		}
-		switch string(d.name(raw)) {
+	err := d.object("'{' (HashKeyRange)", func(name []byte) (err error) {
+		switch string(name) {
 		case "StartingHashKey":
 			h.StartingHashKey, err = d.newString()
 		case "EndingHashKey":
@@ -227,32 +204,30 @@ func (d *decoder) hashKeyRange() (*types.HashKeyRange, error) {
 		default:
 			err = d.skip()
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return h, nil
 }
 
 // stringList reads ParentShards; a null element is "", as in the SDK.
 func (d *decoder) stringList() ([]string, error) {
-	if err := d.openAs('[', "'[' (ParentShards)"); err != nil {
-		return nil, err
-	}
 	list := make([]string, 0, 2)
-	for first := true; ; first = false {
-		more, err := d.elem(first)
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return list, nil
-		}
+	err := d.array("'[' (ParentShards)", func() error {
 		s := ""
 		if !d.null() {
+			var err error
 			if s, err = d.string(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		list = append(list, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return list, nil
 }
