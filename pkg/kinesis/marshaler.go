@@ -144,6 +144,13 @@ type PoisonRecord struct {
 // record: it then counts as done and is checkpointed like an acked message, with a log line.
 // If it returns an error, the record is delivered as by DeliverPoisonRaw: a handler cannot
 // stall the shard, and no record is lost without a log line.
+//
+// A reader decodes a few records ahead of what it has sent (at most 8 at a time), so the
+// Unmarshaler, and the PoisonHandler for a rejected record, may run for a record this worker
+// never delivers: when the subscription stops or the shard's lease moves on first, the next
+// reader decodes it again, and calls the PoisonHandler again. A handler that writes elsewhere (a
+// dead-letter queue) should make that write idempotent, for instance keyed by the record's
+// sequence number.
 type PoisonHandler func(PoisonRecord) (*message.Message, error)
 
 // DeliverPoisonRaw is the default PoisonHandler: the message the Unmarshaler returned, or

@@ -108,9 +108,10 @@ func decide(v readerView) step {
 	if v.handingOff && !v.paused && !v.now.Before(v.handoffRetry) && (v.unsettled == 0 || !v.now.Before(v.handoffBy)) {
 		return step{do: actHandOver}
 	}
-	// Prepare one record ahead of what is out, and, when ordering holds every prepared one
-	// back (OrderByKey: their keys are busy) while there is room out, further, to find one it
-	// lets go; never past the shard's hold limit.
+	// Prepare ahead of what is out (a run of records: prepareRun) once nothing prepared is
+	// waiting, and, when ordering holds every prepared one back (OrderByKey: their keys are
+	// busy) while there is room out, further, to find one it lets go; never past the shard's
+	// hold limit.
 	if v.buffered > 0 && v.window < v.holdLimit && (v.waiting == 0 || (v.next == nil && v.out < v.maxInFlight)) {
 		return step{do: actPrepare}
 	}

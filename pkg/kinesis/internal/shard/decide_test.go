@@ -120,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{"one out, one prepared behind it: prepare nothing more", unleased(func(v *readerView) {
 			v.buffered, v.window, v.out, v.unsettled, v.waiting = 5, 2, 1, 1, 1
 		}), actWait, nil, time.Time{}},
-		{"one out, nothing prepared: prepare one ahead", unleased(func(v *readerView) {
+		{"one out, nothing prepared: prepare ahead", unleased(func(v *readerView) {
 			v.buffered, v.window, v.out, v.unsettled = 5, 1, 1, 1
 		}), actPrepare, nil, time.Time{}},
 		{"all prepared held back by their keys, room out: prepare further", unleased(func(v *readerView) {

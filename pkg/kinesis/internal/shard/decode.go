@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -14,10 +15,24 @@ import (
 // asks for a prepare only below it). decide asks for a prepare only when nothing prepared may
 // go out, so one record at a time cost a whole turn of the reader (settle, view, decide) per
 // record on top of its send and its Ack, a quarter of a record's cost in the reader.
+//
+// The run ends early after a record the Unmarshaler rejected, and, under a lease, once a lease
+// step comes due: the Unmarshaler and the PoisonHandler are the application's, and one that does
+// I/O (a dead-letter publish) must not hold back a renewal for a run's worth of records, nor
+// run for records past one it had to handle.
 func (r *Reader) prepareRun() {
 	room := r.holdLimit() - len(r.window)
+	var due time.Time
+	if r.held != nil {
+		due = Earliest(Earliest(r.renewAt, r.checkpointAt), r.stopAt())
+	}
 	for n := min(prepareRunLength, room, r.buffered()); n > 0; n-- {
-		r.prepare()
+		if rejected := r.prepare(); rejected {
+			return
+		}
+		if !due.IsZero() && n > 1 && !r.now().Before(due) {
+			return
+		}
 	}
 }
 
@@ -29,8 +44,8 @@ func (r *Reader) prepareRun() {
 const prepareRunLength = 8
 
 // prepare decodes the next record into a message with its own context, and puts it in the
-// window.
-func (r *Reader) prepare() {
+// window. It reports whether the Unmarshaler rejected the record (the PoisonHandler had it).
+func (r *Reader) prepare() (rejected bool) {
 	var u *wire.UserRecord
 	var rec *types.Record
 	if r.records != nil {
@@ -72,6 +87,7 @@ func (r *Reader) prepare() {
 		msg.SetContext(d.ctx)
 	}
 	r.enqueue(d, r.cfg.Ordering, c.key)
+	return c.decodeError != nil
 }
 
 // recordFields are the log fields of a record: built only on the rare paths that log one.

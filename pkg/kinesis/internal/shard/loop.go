@@ -133,6 +133,20 @@ func (r *Reader) wait(s step, callDone <-chan struct{}) error {
 	} else if d := r.soleUnsettled(); d != nil {
 		acked, nacked = d.msg.Acked(), d.msg.Nacked()
 	}
+	// A loss, a stop or a handoff request already signalled wins over a send: a select picks
+	// among ready cases at random, and the send tried alone below won every time (a
+	// subscriber that kept up got about twice as many messages after a Stop, found in review;
+	// after a loss they are messages of a lease another worker owns). These looks take no lock.
+	switch {
+	case closed(lost):
+		return errLostToOther
+	case closed(r.ctx.Done()):
+		return r.ctx.Err()
+	case len(handoff) > 0:
+		<-handoff // the reader is its only receiver
+		r.beginHandoff()
+		return nil
+	}
 	if send != nil {
 		// Most sends find the subscriber waiting: one channel is cheaper to try than the
 		// select below, which locks every channel in it.

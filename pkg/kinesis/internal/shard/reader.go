@@ -57,8 +57,9 @@ type Reader struct {
 	// gives it up (cancelWindow, after the last acks are counted), never before: ended with
 	// ctx, a message acked between the stop and the reader's last settle was checkpointed
 	// although its handler had seen its context end, which says it will be redelivered (found
-	// by tests/scale under -race). Apart from the Reader: a message a handler keeps must not
-	// keep the reader's batch and window alive.
+	// by tests/scale under -race). Apart from the Reader: a message a handler keeps keeps its
+	// record's answer alive (its payload shares the answer's memory), never the reader's window
+	// or its other batches.
 	facts    *readerFacts
 	lost     chan struct{} // closed by the coordinator when the lease moved to another owner
 	ready    chan error    // gets one value: nil once the iterator is held, or why not

@@ -81,8 +81,9 @@ type Decoded struct {
 	// common case.
 	Metadata map[string]string
 	// Payload aliases the record passed to Decode rather than copying it, because payloads are
-	// the bulk of a record and a Kinesis client hands out a fresh buffer for every record
-	// anyway. Its capacity equals its length, so appending to it can never overwrite the
+	// the bulk of a record and a Kinesis client hands out buffers that are the caller's (a
+	// buffer per record from the SDK's deserializer, one per answer from memlog's and from
+	// package getrecords'). Its capacity equals its length, so appending to it can never overwrite the
 	// checksum or any other byte of the record.
 	Payload []byte
 }

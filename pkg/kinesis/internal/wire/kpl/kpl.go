@@ -52,7 +52,7 @@ type Record struct {
 	// if it has none.
 	ExplicitHashKey string
 	// Data aliases the input to Deaggregate rather than copying it, because data is the bulk of
-	// an aggregate and a Kinesis client hands out a fresh buffer for every record anyway. Its
+	// an aggregate and a Kinesis client hands out buffers that are the caller's. Its
 	// capacity equals its length, so appending to it can never overwrite the next record's
 	// bytes; modifying it in place modifies the input.
 	Data []byte
