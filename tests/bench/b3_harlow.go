@@ -17,7 +17,10 @@ import (
 // drains the same stream in the same run, in a process of its own (tests/bench/harlowdrain, a
 // module of its own, so that the peer's dependencies stay out of the driver's go.mod). It
 // measures its own CPU (getrusage) from its Scan's start to the n-th record, as costMeter does
-// here; its process start and the Go runtime's are not counted.
+// here; its process start and the Go runtime's are not counted. Its go.mod asks for the AWS SDK
+// versions the driver's go.mod has: the SDK's deserialiser is most of harlow's CPU, and the
+// versions harlow itself asks for at least decode at half the speed, which is not harlow's
+// doing (keep them in step when the driver's SDK moves).
 
 // harlowScanInterval is harlow's pause between two reads of a shard: it has one interval for
 // every read, so it gets the pacing ours and the plain loop use after a read that returned
