@@ -54,3 +54,33 @@ func BenchmarkDeliverAck(b *testing.B) {
 	}
 	b.StopTimer()
 }
+
+// BenchmarkWatermillFloor is what Watermill's subscriber contract itself costs a message, with
+// no driver at all: message.NewMessage, a send on an unbuffered channel to a goroutine that
+// acks, and the wait for that Ack, as a reader at MaxInFlight 1 waits. BenchmarkDeliverAck
+// over this is the driver's own share of a message's delivery.
+func BenchmarkWatermillFloor(b *testing.B) {
+	out := make(chan *message.Message)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case m := <-out:
+				m.Ack()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	payload := make([]byte, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		m := message.NewMessage("4b0c7b1e-7c1f-4f8e-9a55-0a1b2c3d4e5f", payload)
+		out <- m
+		select {
+		case <-m.Acked():
+		case <-m.Nacked():
+		}
+	}
+}
