@@ -15,27 +15,28 @@ const maxRecords = 10_000
 // Decode decodes the body of a GetRecords answer (awsJson 1.1, HTTP 200) into the output the
 // SDK's own deserializer would return for it: same fields, same nil and empty slices, same
 // strings (escapes included), same timestamps to the nanosecond, same errors for the bodies it
-// refuses, all as *smithy.DeserializationError. body is not retained: the output's strings and
-// Data slices live in one buffer of their own, see the package documentation.
+// refuses, all as *smithy.DeserializationError. body is not retained: the output's Data slices
+// live in one buffer of their own and its strings in another, see the package documentation.
 func Decode(body []byte) (*kinesis.GetRecordsOutput, error) {
 	out := &kinesis.GetRecordsOutput{}
 	if len(body) == 0 { // the SDK does not parse an empty body: it is an empty output
 		return out, nil
 	}
-	d := decoder{scanner: scanner{b: body}, buf: make([]byte, 0, len(body))}
+	d := decoder{scanner: scanner{b: body}}
 	if err := d.output(out); err != nil {
 		return nil, &smithy.DeserializationError{Err: err}
 	}
 	return out, nil
 }
 
-// decoder fills one output. Every string and Data slice it makes is carved from buf, whose
-// capacity (the body's length) holds them all, base64 and unescaping shrinking what they read
-// (but see reserve). The *string and *time.Time fields point into chunks of strs and times
-// rather than one allocation each.
+// decoder fills one output. Every Data slice it makes is carved from data (see reserve), every
+// string from text (see keep), each allocated when first needed. The *string and *time.Time
+// fields point into chunks of strs and times rather than one allocation each.
 type decoder struct {
 	scanner
-	buf   []byte
+	data  []byte // the Data slices' buffer
+	text  []byte // the text arena: the strings' bytes, in chunks
+	kept  int    // bytes of strings in the text arena's previous chunks (see textChunk)
 	strs  []string
 	times []time.Time
 	guess int // records expected, from the first record's size; sizes the chunks
@@ -109,33 +110,43 @@ func (d *decoder) output(out *kinesis.GetRecordsOutput) error {
 
 // records reads the Records array; a null element is a zero Record, as in the SDK.
 func (d *decoder) records() ([]types.Record, error) {
-	recs := make([]types.Record, 0, d.guess)
+	var recs []types.Record
+	if d.guess > 0 { // a second Records member: the first one's first record made the guess
+		recs = make([]types.Record, 0, d.guess)
+	}
 	err := d.array("'[' (Records)", func() error {
-		start := d.i
+		if recs == nil {
+			return d.firstRecord(&recs)
+		}
 		recs = append(recs, types.Record{})
-		if !d.null() {
-			if err := d.record(&recs[len(recs)-1]); err != nil {
-				return err
-			}
+		if d.null() {
+			return nil
 		}
-		if len(recs) == 1 && d.guess == 0 {
-			recs = d.sizeFor(recs, d.i-start)
-		}
-		return nil
+		return d.record(&recs[len(recs)-1])
 	})
 	if err != nil {
 		return nil, err
 	}
+	if recs == nil {
+		recs = []types.Record{}
+	}
 	return recs, nil
 }
 
-// sizeFor guesses from the first record's size how many the answer holds (a quarter more, for
-// records of uneven size) and gives recs room for them: one allocation instead of a dozen.
-func (d *decoder) sizeFor(recs []types.Record, size int) []types.Record {
-	d.guess = min((len(d.b)-d.i)/(size+1)*5/4+1, maxRecords)
-	grown := make([]types.Record, len(recs), d.guess+1)
-	copy(grown, recs)
-	return grown
+// firstRecord reads the first record, guesses from its size how many the answer holds (a
+// quarter more, for records of uneven size) and makes recs with room for them: one allocation
+// instead of a dozen.
+func (d *decoder) firstRecord(recs *[]types.Record) error {
+	var r types.Record
+	start := d.i
+	if !d.null() {
+		if err := d.record(&r); err != nil {
+			return err
+		}
+	}
+	d.guess = min((len(d.b)-d.i)/(d.i-start+1)*5/4+1, maxRecords)
+	*recs = append(make([]types.Record, 0, d.guess+1), r)
+	return nil
 }
 
 func (d *decoder) record(r *types.Record) error {
@@ -148,9 +159,7 @@ func (d *decoder) record(r *types.Record) error {
 		case "SequenceNumber":
 			r.SequenceNumber, err = d.newString()
 		case "EncryptionType":
-			var s string
-			s, err = d.string()
-			r.EncryptionType = types.EncryptionType(s)
+			r.EncryptionType, err = d.encryptionType()
 		case "ApproximateArrivalTimestamp":
 			r.ApproximateArrivalTimestamp, err = d.newTime()
 		default:

@@ -7,7 +7,7 @@
 // and 1.4–2 µs per record (a *string per string, a big.Float per timestamp, a copy per Data
 // blob, a token-by-token parse). In the B3 benchmark that was about a quarter of a
 // subscriber's CPU, and per record more than the whole rest of the reader. Decode does the same
-// work in about 0.5 µs per record and nine allocations per answer, whatever its size
+// work in about 0.5 µs per record and nine allocations per answer, a few more for the largest
 // (BenchmarkDecode).
 //
 // # What it owns
@@ -32,10 +32,23 @@
 //
 // # Memory
 //
-// All the strings and Data slices of one answer share one buffer (a copy: Decode keeps nothing
-// of the body it is given), so a record kept alive keeps its whole answer's buffer alive, as
-// memlog's answers, which also share one buffer each, already do. Each Data slice is capped to
-// its length, so appending to one record's Data reallocates instead of writing over the next.
+// Decode keeps nothing of the body it is given: what it returns lives in buffers of its own.
+// All the Data slices of one answer share one buffer, so a Data kept alive (a message's payload
+// aliases its record's Data) keeps all its answer's Data alive, as memlog's answers, which also
+// share one buffer each, already do. Each Data slice is capped to its length, so appending to
+// one record's Data reallocates instead of writing over the next.
+//
+// The strings (SequenceNumber, PartitionKey, NextShardIterator, ChildShards') are carved from
+// another buffer, a text arena that holds strings only, in chunks of at most 256 KiB (the first
+// a quarter of the body, the next ones sized from the strings read so far): a string kept alive
+// (a sequence number for a checkpoint) keeps its chunk alive, some of its answer's strings,
+// never its Data. The *string fields point into shared chunks of string headers, which lead
+// to the arena only. EncryptionType "KMS" and "NONE" are the SDK's constants and keep nothing
+// alive.
+//
+// The middleware reads a body into a pooled buffer that Decode does not retain; a buffer goes
+// back to the pool only if it is at most 4 MiB and at most 4 times the body it held plus 64 KiB
+// (putBuf), so that a large answer's buffer does not stay to serve small ones.
 //
 // # What it may not touch
 //

@@ -29,24 +29,33 @@ const sdkDeserializerID = "OperationDeserializer"
 //
 // If the stack has no deserializer named "OperationDeserializer" (a later SDK may rename it),
 // the option leaves the stack as it is and the call works exactly as it would without it.
+//
+// A stack function of the caller's (in APIOptions) that wraps or replaces the middleware named
+// "OperationDeserializer" is bypassed for 200 answers when it runs before this option (the
+// client's APIOptions all do): the option takes its place and hands it only what is not a 200
+// answer. One that runs after it (a later optFn of the call) wraps or replaces the fast
+// deserializer instead of the SDK's.
 func WithFastDecode(o *kinesis.Options) {
 	o.APIOptions = append(o.APIOptions, swapDeserializer)
 }
 
-// swapDeserializer puts the fast deserializer in the SDK's one's place. Swap fails only when
-// the ID is not on the stack, and then it has changed nothing: not finding it is not an
-// error of the call's, so the call goes on with the SDK's deserializer, whatever it is named.
+// swapDeserializer puts the fast deserializer in the SDK's one's place, if it finds it there:
+// not finding it is not an error of the call's, so the call goes on with the SDK's
+// deserializer, whatever it is named. Should Swap fail all the same, it has changed nothing.
 func swapDeserializer(s *middleware.Stack) error {
-	m := &deserializer{}
-	sdk, err := s.Deserialize.Swap(sdkDeserializerID, m)
-	if err != nil || sdk == nil {
+	sdk, ok := s.Deserialize.Get(sdkDeserializerID)
+	if !ok || sdk == nil {
 		return nil
 	}
-	m.sdk = sdk
+	m := &deserializer{sdk: sdk}
+	if prev, err := s.Deserialize.Swap(sdkDeserializerID, m); err == nil && prev != nil {
+		m.sdk = prev
+	}
 	return nil
 }
 
-// deserializer is the fast deserialize middleware; sdk is the one it replaced.
+// deserializer is the fast deserialize middleware; sdk is the one it replaced (never nil on a
+// stack that swapDeserializer built; HandleDeserialize copes with nil all the same).
 type deserializer struct {
 	sdk middleware.DeserializeMiddleware
 }
@@ -65,6 +74,9 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 	out, md, err := next.HandleDeserialize(ctx, in)
 	resp, ok := out.RawResponse.(*smithyhttp.Response)
 	if err != nil || !ok || resp.StatusCode != http.StatusOK || resp.Body == nil {
+		if m.sdk == nil { // no deserializer to hand it to: the answer goes up as received
+			return out, md, err
+		}
 		return m.sdk.HandleDeserialize(ctx, in, received{out, md, err})
 	}
 	_, span := tracing.StartSpan(ctx, sdkDeserializerID)
@@ -72,7 +84,7 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 
 	buf := bufs.Get().(*bytes.Buffer)
 	defer putBuf(buf)
-	if n := resp.ContentLength; n > 0 && n <= maxPooled {
+	if n := resp.ContentLength; n > 0 && n <= maxGrow { // trusted only as far as an answer goes
 		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead spare bytes to see EOF
 	}
 	_, rerr := buf.ReadFrom(resp.Body)
@@ -103,17 +115,33 @@ func (r received) HandleDeserialize(context.Context, middleware.DeserializeInput
 	return r.out, r.md, r.err
 }
 
-// maxPooled bounds the buffers kept for reuse: a GetRecords answer is at most 10 MiB of
-// records, base64 adds a third; a buffer grown beyond that by something else is let go.
-const maxPooled = 16 << 20
+// maxGrow bounds what a Content-Length may make a buffer grow to before the body is read: a
+// GetRecords answer is at most 10 MiB of records, base64 adds a third. A larger (or absent)
+// Content-Length is not trusted: the buffer then grows as the body comes.
+const maxGrow = 16 << 20
+
+// maxPooled and poolSlack bound the buffers kept for reuse (see putBuf).
+const (
+	maxPooled = 4 << 20
+	poolSlack = 64 << 10
+)
 
 // bufs holds body buffers between calls: Decode copies what it keeps, so a buffer is free
 // again as soon as Decode returns, and a reader's next answer reuses it.
 var bufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// putBuf keeps b for reuse only if it is at most maxPooled and at most 4 times the body it just
+// held plus poolSlack. A buffer keeps the size of the largest body it has held: pooled whatever
+// its size, one large answer's buffer would go on serving every later small answer, megabytes
+// held for kilobytes. Answers of a steady size keep reusing their buffers; after a large
+// answer, the first small one lets its buffer go. The largest answers, over maxPooled, are rare
+// enough to get a buffer of their own each.
 func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= maxPooled {
+	if keepBuf(b.Cap(), b.Len()) {
 		b.Reset()
 		bufs.Put(b)
 	}
 }
+
+// keepBuf is putBuf's rule, for a buffer of capacity c that held a body of n bytes.
+func keepBuf(c, n int) bool { return c <= maxPooled && c <= 4*n+poolSlack }

@@ -1,8 +1,11 @@
 package getrecords_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
 	"testing"
 
@@ -192,5 +195,78 @@ func TestBodyReadToEOFAndClosed(t *testing.T) {
 		if n := a.httpDos.Load(); n != 1 {
 			t.Errorf("%s: %d requests, want 1", tc.name, n)
 		}
+	}
+}
+
+// TestNoSDKDeserializer: should the fast deserializer find no SDK deserializer behind it (Swap
+// returning nil, nil), an answer it does not decode goes up as received instead of panicking,
+// and a 200 answer is still decoded.
+func TestNoSDKDeserializer(t *testing.T) {
+	m := getrecords.BareDeserializer()
+	cause := errors.New("connection reset by fake peer")
+	resp500 := &smithyhttp.Response{Response: &http.Response{StatusCode: 500, Body: http.NoBody}}
+	md := middleware.Metadata{}
+	md.Set("k", "v")
+	for _, tc := range []struct {
+		name string
+		raw  any
+		err  error
+	}{
+		{"500", resp500, nil},
+		{"transport error", nil, cause},
+		{"not HTTP", "raw", nil},
+	} {
+		next := middleware.DeserializeHandlerFunc(func(context.Context, middleware.DeserializeInput) (
+			middleware.DeserializeOutput, middleware.Metadata, error,
+		) {
+			return middleware.DeserializeOutput{RawResponse: tc.raw}, md, tc.err
+		})
+		out, gotMD, err := m.HandleDeserialize(context.Background(), middleware.DeserializeInput{}, next)
+		if out.RawResponse != tc.raw || out.Result != nil || err != tc.err || gotMD.Get("k") != "v" {
+			t.Errorf("%s: got %v, %v, %v", tc.name, out, gotMD, err)
+		}
+	}
+
+	body := genBody(3, bodyOpts{})
+	next := middleware.DeserializeHandlerFunc(func(context.Context, middleware.DeserializeInput) (
+		middleware.DeserializeOutput, middleware.Metadata, error,
+	) {
+		return middleware.DeserializeOutput{RawResponse: &smithyhttp.Response{Response: &http.Response{
+			StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}}}, md, nil
+	})
+	out, _, err := m.HandleDeserialize(context.Background(), middleware.DeserializeInput{}, next)
+	want, _ := getrecords.Decode(body)
+	got, ok := out.Result.(*kinesis.GetRecordsOutput)
+	if err != nil || !ok {
+		t.Fatalf("200: result %T, error %v", out.Result, err)
+	}
+	requireEqualOutputs(t, "200 without an SDK deserializer", want, got)
+}
+
+// TestKeepBuf: a body buffer goes back to the pool only if it is at most 4 MiB and at most 4
+// times the body it held plus 64 KiB.
+func TestKeepBuf(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		capacity, body int
+		keep           bool
+	}{
+		{0, 0, true},
+		{getrecords.PoolSlack, 0, true},
+		{getrecords.PoolSlack + 1, 0, false},
+		{300 << 10, 300 << 10, true},
+		{4*(100<<10) + getrecords.PoolSlack, 100 << 10, true},
+		{4*(100<<10) + getrecords.PoolSlack + 1, 100 << 10, false},
+		{4 * mib, 4 * mib, true},
+		{4*mib + 1, 4 * mib, false},
+		{16 * mib, 13 * mib, false},
+		{4 * mib, 10 << 10, false}, // a large answer's buffer after a small one
+	} {
+		if got := getrecords.KeepBuf(tc.capacity, tc.body); got != tc.keep {
+			t.Errorf("capacity %d, body %d: keep %v, want %v", tc.capacity, tc.body, got, tc.keep)
+		}
+	}
+	if getrecords.MaxPooled != 4*mib || getrecords.PoolSlack != 64<<10 {
+		t.Fatalf("MaxPooled %d, PoolSlack %d", getrecords.MaxPooled, getrecords.PoolSlack)
 	}
 }

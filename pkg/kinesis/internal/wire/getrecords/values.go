@@ -8,31 +8,28 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// reserve returns n bytes of buf past its length. The body's length bounds what a body needs,
-// except for strings whose invalid UTF-8 unescaping turns into U+FFFD (3 bytes for 1); those
-// get a fresh chunk, and what was carved from the old one stays where it is.
-func (d *decoder) reserve(n int) []byte {
-	if cap(d.buf)-len(d.buf) < n {
-		d.buf = make([]byte, 0, max(n, 4096))
+// unquoted reads a string member and returns its bytes: a string without escapes as it is
+// (invalid UTF-8 included), one with escapes unescaped as the SDK does. They are the body's or
+// scratch's, valid until the next read: keep copies what is kept.
+func (d *decoder) unquoted() ([]byte, error) {
+	if d.peek() != '"' {
+		return nil, d.unexpected("a string")
 	}
-	return d.buf[len(d.buf) : len(d.buf)+n]
+	raw, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	if d.esc {
+		raw = d.unquote(raw)
+	}
+	return raw, nil
 }
 
-// keep copies b into buf and returns it as a string sharing buf.
-func (d *decoder) keep(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	dst := d.reserve(len(b))
-	copy(dst, b)
-	d.buf = d.buf[:len(d.buf)+len(b)]
-	return unsafe.String(&dst[0], len(dst))
-}
-
-// string reads a string member; a string without escapes is copied as it is (invalid UTF-8
-// included), one with escapes is unescaped as the SDK does.
+// string reads a string member (as unquoted does) into a string of the text arena.
 func (d *decoder) string() (string, error) {
 	if d.peek() != '"' {
 		return "", d.unexpected("a string")
@@ -45,6 +42,22 @@ func (d *decoder) string() (string, error) {
 		raw = d.unquote(raw)
 	}
 	return d.keep(raw), nil
+}
+
+// encryptionType reads EncryptionType; the two values Kinesis writes are the SDK's constants,
+// which take no room in the text arena.
+func (d *decoder) encryptionType() (types.EncryptionType, error) {
+	raw, err := d.unquoted()
+	if err != nil {
+		return "", err
+	}
+	switch string(raw) {
+	case string(types.EncryptionTypeKms):
+		return types.EncryptionTypeKms, nil
+	case string(types.EncryptionTypeNone):
+		return types.EncryptionTypeNone, nil
+	}
+	return types.EncryptionType(d.keep(raw)), nil
 }
 
 func (d *decoder) newString() (*string, error) {
@@ -60,8 +73,8 @@ func (d *decoder) newString() (*string, error) {
 }
 
 // blob reads Data: base64 (standard alphabet, padded; like the SDK's decoder it skips \r and
-// \n, which only an escape can put there), decoded into buf and capped so that an append to one
-// record's Data cannot write over the next one's.
+// \n, which only an escape can put there), decoded into the data buffer and capped so that an
+// append to one record's Data cannot write over the next one's.
 func (d *decoder) blob() ([]byte, error) {
 	if d.peek() != '"' {
 		return nil, d.unexpected("a base64 string (Data)")
@@ -77,12 +90,12 @@ func (d *decoder) blob() ([]byte, error) {
 	if d.esc {
 		raw = d.unquote(raw)
 	}
-	dst := d.reserve(base64.StdEncoding.DecodedLen(len(raw)))
+	dst := d.reserve(base64.StdEncoding.DecodedLen(len(raw)), start)
 	n, err := base64.StdEncoding.Decode(dst, raw)
 	if err != nil {
 		return nil, d.errAt(start, "invalid base64 in Data ("+err.Error()+")")
 	}
-	d.buf = d.buf[:len(d.buf)+n]
+	d.data = d.data[:len(d.data)+n]
 	return dst[:n:n], nil
 }
 
@@ -108,11 +121,11 @@ func (d *decoder) plainBlob() ([]byte, bool) {
 			want--
 		}
 	}
-	dst := d.reserve(want)
+	dst := d.reserve(want, start)
 	if n, err := base64.StdEncoding.Decode(dst, raw); err != nil || n != want {
 		return nil, false
 	}
-	d.buf = d.buf[:len(d.buf)+want]
+	d.data = d.data[:len(d.data)+want]
 	d.i = start + q + 1
 	return dst[:want:want], true
 }
