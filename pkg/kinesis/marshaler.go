@@ -145,7 +145,8 @@ type PoisonRecord struct {
 // If it returns an error, the record is delivered as by DeliverPoisonRaw: a handler cannot
 // stall the shard, and no record is lost without a log line.
 //
-// A reader decodes a few records ahead of what it has sent (at most 8 at a time), so the
+// A reader decodes a few records ahead of what it has sent (8 at a time; with OrderByKey, as
+// far as it takes to find a record whose key is free, within the shard's hold limit), so the
 // Unmarshaler, and the PoisonHandler for a rejected record, may run for a record this worker
 // never delivers: when the subscription stops or the shard's lease moves on first, the next
 // reader decodes it again, and calls the PoisonHandler again. A handler that writes elsewhere (a

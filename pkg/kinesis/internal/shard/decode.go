@@ -20,11 +20,20 @@ import (
 // step comes due: the Unmarshaler and the PoisonHandler are the application's, and one that does
 // I/O (a dead-letter publish) must not hold back a renewal for a run's worth of records, nor
 // run for records past one it had to handle.
+//
+// Paused or handing over, nothing prepared goes out, so one record is prepared, as decide asks.
 func (r *Reader) prepareRun() {
 	room := r.holdLimit() - len(r.window)
+	if r.paused || r.handingOff {
+		room = min(room, 1)
+	}
 	var due time.Time
 	if r.held != nil {
-		due = Earliest(Earliest(r.renewAt, r.checkpointAt), r.stopAt())
+		stop := r.stopAt()
+		if stop.IsZero() { // a stop point of an incarnation this member does not know: now
+			stop = r.now()
+		}
+		due = Earliest(Earliest(r.renewAt, r.checkpointAt), stop)
 	}
 	for n := min(prepareRunLength, room, r.buffered()); n > 0; n-- {
 		if rejected := r.prepare(); rejected {

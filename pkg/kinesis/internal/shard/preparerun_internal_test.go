@@ -32,6 +32,7 @@ func TestPrepareRunStops(t *testing.T) {
 		{"ends after a rejected record", 2, false, 3},
 		{"a rejected first record alone", 0, false, 1},
 		{"ends once a renewal is due", -1, true, 1},
+		{"a whole run under a lease with nothing due", -1, true, prepareRunLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clock.NewFake(start)
@@ -48,7 +49,9 @@ func TestPrepareRunStops(t *testing.T) {
 			r := New(cfg, &Links{Closing: t.Context(), Readers: func() int { return 1 }}, nopMetrics{}, "shardId-000000000000", Start{}, held, start)
 			if tc.leased {
 				r.renewAt, r.checkpointAt = start.Add(time.Second), start.Add(time.Minute)
-				clk.Advance(time.Second) // the renewal is due once the first record is prepared
+				if tc.wantReady == 1 {
+					clk.Advance(time.Second) // the renewal is due once the first record is prepared
+				}
 			}
 			for i := range 20 {
 				r.batch = append(r.batch, types.Record{SequenceNumber: aws.String(strconv.Itoa(100 + i)), PartitionKey: aws.String("k"), Data: []byte("x")})

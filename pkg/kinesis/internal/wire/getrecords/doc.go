@@ -40,14 +40,15 @@
 //
 // The strings (SequenceNumber, PartitionKey, NextShardIterator, ChildShards') are carved from
 // another buffer, a text arena that holds strings only, in chunks of at most 256 KiB (the first
-// a quarter of the body, the next ones sized from the strings read so far): a string kept alive
+// made at the first string, a quarter of the body left then, the next ones sized from the
+// strings read so far; a string longer than that gets a chunk of its own size): a string kept alive
 // (a sequence number for a checkpoint) keeps its chunk alive, some of its answer's strings,
 // never its Data. The *string fields point into shared chunks of string headers, which lead
 // to the arena only. EncryptionType "KMS" and "NONE" are the SDK's constants and keep nothing
 // alive.
 //
 // The middleware reads a body into a pooled buffer that Decode does not retain; a buffer goes
-// back to the pool only if it is at most 4 MiB and at most 4 times the body it held plus 64 KiB
+// back to the pool only if it is at most 16 MiB and at most 4 times the body it held plus 64 KiB
 // (putBuf), so that a large answer's buffer does not stay to serve small ones.
 //
 // # What it may not touch

@@ -243,8 +243,8 @@ func TestNoSDKDeserializer(t *testing.T) {
 	requireEqualOutputs(t, "200 without an SDK deserializer", want, got)
 }
 
-// TestKeepBuf: a body buffer goes back to the pool only if it is at most 4 MiB and at most 4
-// times the body it held plus 64 KiB.
+// TestKeepBuf: a body buffer goes back to the pool only if it is at most 16 MiB (the largest
+// answer) and at most 4 times the body it held plus 64 KiB.
 func TestKeepBuf(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
@@ -258,15 +258,15 @@ func TestKeepBuf(t *testing.T) {
 		{4*(100<<10) + getrecords.PoolSlack, 100 << 10, true},
 		{4*(100<<10) + getrecords.PoolSlack + 1, 100 << 10, false},
 		{4 * mib, 4 * mib, true},
-		{4*mib + 1, 4 * mib, false},
-		{16 * mib, 13 * mib, false},
+		{16 * mib, 13 * mib, true}, // a backlog of 1 KiB records: 13 MiB answers, reused
+		{16*mib + 1, 16 * mib, false},
 		{4 * mib, 10 << 10, false}, // a large answer's buffer after a small one
 	} {
 		if got := getrecords.KeepBuf(tc.capacity, tc.body); got != tc.keep {
 			t.Errorf("capacity %d, body %d: keep %v, want %v", tc.capacity, tc.body, got, tc.keep)
 		}
 	}
-	if getrecords.MaxPooled != 4*mib || getrecords.PoolSlack != 64<<10 {
+	if getrecords.MaxPooled != 16*mib || getrecords.PoolSlack != 64<<10 {
 		t.Fatalf("MaxPooled %d, PoolSlack %d", getrecords.MaxPooled, getrecords.PoolSlack)
 	}
 }
