@@ -30,7 +30,8 @@ type leaseState struct {
 	// messages in flight are settled (or at handoffBy) the lease is handed over.
 	handingOff bool
 	handoffBy  time.Time
-	// handoffRetry: after a failed Handoff call, the next one is not sent before this.
+	// handoffRetry: the next Handoff call is not sent before this: after a failed one, and,
+	// with fan-out, before Kinesis takes the next owner's subscription (beginHandoff).
 	handoffRetry time.Time
 	handedOff    bool // the lease went to the worker that asked for it
 	// paused: past the stop point with no renewal since; nothing is sent or read until a
@@ -77,10 +78,21 @@ func HandoffAsked(l lease.Lease) bool { return l.PendingOwner != "" && l.Pending
 
 // beginHandoff stops sending: another worker asked for the lease. The messages in flight get
 // up to half of HandoffTimeout, counted from now, to be settled.
+//
+// With fan-out, the lease goes over no sooner than SubscriptionTakeover after this reader's
+// subscription: Kinesis refuses the next owner's until then, and a next owner that could not
+// subscribe before its lease needed renewing gave the lease back, which the group then evened
+// out again, the same way. With a LeaseDuration of 5 s (a first subscription due within 4 s) a
+// shard went back and forth for minutes (the simulation's seed 502, in about 1% of its runs).
 func (r *Reader) beginHandoff() {
 	if !r.handingOff {
 		r.handingOff = true
 		r.handoffBy = r.now().Add(r.cfg.HandoffTimeout / 2)
+		if r.pushed() && !r.push.subscribedAt.IsZero() {
+			if at := r.push.subscribedAt.Add(SubscriptionTakeover); at.After(r.now()) && at.After(r.handoffRetry) {
+				r.handoffRetry = at
+			}
+		}
 	}
 }
 

@@ -66,3 +66,47 @@ func TestWaitPutsSignalsBeforeTheSend(t *testing.T) {
 		})
 	}
 }
+
+// TestFanOutHandoverWaitsForTheTakeover: with fan-out, a reader asked for its lease hands it
+// over no sooner than SubscriptionTakeover after its subscription, since Kinesis refuses the
+// next owner's until then; a polling reader hands over as soon as nothing is unsettled.
+func TestFanOutHandoverWaitsForTheTakeover(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name       string
+		fanOut     bool
+		subscribed time.Duration // before the request
+		wantRetry  time.Time
+	}{
+		{"polling", false, 0, time.Time{}},
+		{"fan-out, subscribed 1 s ago", true, time.Second, start.Add(SubscriptionTakeover - time.Second)},
+		{"fan-out, subscribed long ago", true, time.Minute, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{Stream: "s", Clock: clock.NewFake(start), MaxInFlight: 1, HandoffTimeout: 10 * time.Second}
+			if tc.fanOut {
+				cfg.FanOut = fixedConsumer("arn")
+			}
+			r := &Reader{cfg: cfg}
+			if tc.fanOut {
+				r.push.subscribedAt = start.Add(-tc.subscribed)
+			}
+			r.beginHandoff()
+			if !r.handoffRetry.Equal(tc.wantRetry) {
+				t.Errorf("handoffRetry = %v, want %v", r.handoffRetry, tc.wantRetry)
+			}
+			v := readerView{now: start, leased: true, stopAt: start.Add(time.Hour), renewAt: start.Add(time.Hour),
+				checkpointAt: start.Add(time.Hour), handingOff: true, handoffBy: r.handoffBy, handoffRetry: r.handoffRetry,
+				holdLimit: 100, maxInFlight: 1}
+			if got, want := decide(v).do, map[bool]action{true: actWait, false: actHandOver}[tc.wantRetry.After(start)]; got != want {
+				t.Errorf("decide = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// fixedConsumer is a fan-out consumer whose ARN never changes.
+type fixedConsumer string
+
+func (c fixedConsumer) ARN() string                                     { return string(c) }
+func (c fixedConsumer) Refresh(context.Context, string) (string, error) { return string(c), nil }
