@@ -83,7 +83,8 @@ type GroupConfig struct {
 	LeaseSyncInterval time.Duration
 	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
 	// waits for the owner to hand it over before taking it. The owner lets the messages in
-	// flight finish for up to half of it, checkpoints, and hands over. The taker waits at
+	// flight finish for up to half of it, checkpoints, and hands over; with FanOut, not
+	// before 5 s after its own subscription, as Kinesis refuses the next owner's until then. The taker waits at
 	// least LeaseDuration, so that an owner that never saw the request has stopped delivering
 	// by then. Default: 10 s.
 	HandoffTimeout time.Duration

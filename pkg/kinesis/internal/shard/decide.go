@@ -194,6 +194,14 @@ func Earliest(a, b time.Time) time.Time {
 	return b
 }
 
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // nextTick is the first time after now on the grid last + k*interval (k >= 1), as a ticker
 // fires: missed ticks are not caught up.
 func nextTick(last, now time.Time, interval time.Duration) time.Time {

@@ -36,6 +36,10 @@ type pushState struct {
 	// subscribedAt is when this reader's last subscription was made: Kinesis refuses another
 	// of the same consumer and shard for 5 s after it (SubscriptionTakeover).
 	subscribedAt time.Time
+	// subscribeSentAt is when this reader's last SubscribeToShard call was sent, answered or
+	// not: Kinesis may count a subscription the reader never saw (its call cut off by a
+	// handover or by its time limit), and the next owner's is refused for 5 s from there.
+	subscribeSentAt time.Time
 	// consumer is the consumer ARN the last subscription was made through.
 	consumer string
 }
@@ -81,6 +85,7 @@ func (r *Reader) subscribe(pos Start) (err, stop error) {
 	// endPush. So the SDK gets a context of its own, which the call's time limit ends only
 	// while Kinesis has not answered yet.
 	streamCtx, endStream := context.WithCancel(r.ctx)
+	r.push.subscribeSentAt = r.now()
 	var events *awskinesis.SubscribeToShardEventStream
 	err, stop = r.kinesisCall(func(ctx context.Context) error {
 		unbind := context.AfterFunc(ctx, endStream)

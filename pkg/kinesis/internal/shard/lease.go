@@ -80,7 +80,8 @@ func HandoffAsked(l lease.Lease) bool { return l.PendingOwner != "" && l.Pending
 // up to half of HandoffTimeout, counted from now, to be settled.
 //
 // With fan-out, the lease goes over no sooner than SubscriptionTakeover after this reader's
-// subscription: Kinesis refuses the next owner's until then, and a next owner that could not
+// last subscription, or its last SubscribeToShard call if one is out or was cut off (reading
+// stops while handing over, so no later one starts): Kinesis refuses the next owner's until then, and a next owner that could not
 // subscribe before its lease needed renewing gave the lease back, which the group then evened
 // out again, the same way. With a LeaseDuration of 5 s (a first subscription due within 4 s) a
 // shard went back and forth for minutes (the simulation's seed 502, in about 1% of its runs).
@@ -88,8 +89,8 @@ func (r *Reader) beginHandoff() {
 	if !r.handingOff {
 		r.handingOff = true
 		r.handoffBy = r.now().Add(r.cfg.HandoffTimeout / 2)
-		if r.pushed() && !r.push.subscribedAt.IsZero() {
-			if at := r.push.subscribedAt.Add(SubscriptionTakeover); at.After(r.now()) && at.After(r.handoffRetry) {
+		if last := later(r.push.subscribedAt, r.push.subscribeSentAt); r.pushed() && !last.IsZero() {
+			if at := last.Add(SubscriptionTakeover); at.After(r.now()) && at.After(r.handoffRetry) {
 				r.handoffRetry = at
 			}
 		}

@@ -75,12 +75,16 @@ func TestFanOutHandoverWaitsForTheTakeover(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		fanOut     bool
-		subscribed time.Duration // before the request
+		subscribed time.Duration // before the request: the last subscription made
+		sent       time.Duration // before the request: the last SubscribeToShard sent; 0: none
+		retry      time.Time     // a retry already set by a failed Handoff call
 		wantRetry  time.Time
 	}{
-		{"polling", false, 0, time.Time{}},
-		{"fan-out, subscribed 1 s ago", true, time.Second, start.Add(SubscriptionTakeover - time.Second)},
-		{"fan-out, subscribed long ago", true, time.Minute, time.Time{}},
+		{"polling", false, 0, 0, time.Time{}, time.Time{}},
+		{"fan-out, subscribed 1 s ago", true, time.Second, 0, time.Time{}, start.Add(SubscriptionTakeover - time.Second)},
+		{"fan-out, subscribed long ago", true, time.Minute, 0, time.Time{}, time.Time{}},
+		{"fan-out, a subscription call out", true, time.Minute, time.Second / 2, time.Time{}, start.Add(SubscriptionTakeover - time.Second/2)},
+		{"fan-out, a later retry kept", true, time.Second, 0, start.Add(time.Hour), start.Add(time.Hour)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &Config{Stream: "s", Clock: clock.NewFake(start), MaxInFlight: 1, HandoffTimeout: 10 * time.Second}
@@ -88,8 +92,12 @@ func TestFanOutHandoverWaitsForTheTakeover(t *testing.T) {
 				cfg.FanOut = fixedConsumer("arn")
 			}
 			r := &Reader{cfg: cfg}
+			r.handoffRetry = tc.retry
 			if tc.fanOut {
 				r.push.subscribedAt = start.Add(-tc.subscribed)
+				if tc.sent > 0 {
+					r.push.subscribeSentAt = start.Add(-tc.sent)
+				}
 			}
 			r.beginHandoff()
 			if !r.handoffRetry.Equal(tc.wantRetry) {
@@ -98,8 +106,12 @@ func TestFanOutHandoverWaitsForTheTakeover(t *testing.T) {
 			v := readerView{now: start, leased: true, stopAt: start.Add(time.Hour), renewAt: start.Add(time.Hour),
 				checkpointAt: start.Add(time.Hour), handingOff: true, handoffBy: r.handoffBy, handoffRetry: r.handoffRetry,
 				holdLimit: 100, maxInFlight: 1}
-			if got, want := decide(v).do, map[bool]action{true: actWait, false: actHandOver}[tc.wantRetry.After(start)]; got != want {
+			s := decide(v)
+			if got, want := s.do, map[bool]action{true: actWait, false: actHandOver}[tc.wantRetry.After(start)]; got != want {
 				t.Errorf("decide = %v, want %v", got, want)
+			}
+			if s.do == actWait && !s.until.Equal(tc.wantRetry) {
+				t.Errorf("decide wakes at %v, want %v (when the lease may go over)", s.until, tc.wantRetry)
 			}
 		})
 	}
