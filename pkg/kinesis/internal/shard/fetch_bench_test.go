@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -43,9 +42,7 @@ func BenchmarkFetchDecode(b *testing.B) {
 				MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 30,
 				MaxInFlight: batch, Ordering: ordering, Unmarshaler: envelopeUnmarshaler{},
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			r := New(cfg, &Links{Closing: ctx, Readers: func() int { return 1 }}, nopMetrics{}, "shardId-000000000000", Start{}, nil, time.Time{})
+			r := testReader(b.Context(), cfg, nil, nil, time.Time{})
 			r.iterator = "first"
 			b.ReportAllocs()
 			for done := 0; done < b.N; done += batch {
@@ -65,17 +62,6 @@ func BenchmarkFetchDecode(b *testing.B) {
 	}
 }
 
-// answerClient answers every GetRecords with the same output.
-type answerClient struct{ out *awskinesis.GetRecordsOutput }
-
-func (c answerClient) GetRecords(context.Context, *awskinesis.GetRecordsInput, ...func(*awskinesis.Options)) (*awskinesis.GetRecordsOutput, error) {
-	return c.out, nil
-}
-
-func (answerClient) GetShardIterator(context.Context, *awskinesis.GetShardIteratorInput, ...func(*awskinesis.Options)) (*awskinesis.GetShardIteratorOutput, error) {
-	return &awskinesis.GetShardIteratorOutput{ShardIterator: aws.String("first")}, nil
-}
-
 // envelopeUnmarshaler decodes as pkg/kinesis.EnvelopeMarshaler does, which this package
 // cannot import.
 type envelopeUnmarshaler struct{}
@@ -91,9 +77,3 @@ func (envelopeUnmarshaler) Unmarshal(_, _ string, rec *types.Record) (*message.M
 	}
 	return msg, nil
 }
-
-// nopMetrics counts nothing.
-type nopMetrics struct{}
-
-func (nopMetrics) Count(Count, int64)   {}
-func (nopMetrics) LeaseAcquired(string) {}

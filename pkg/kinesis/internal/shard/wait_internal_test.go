@@ -34,8 +34,7 @@ func TestWaitPutsSignalsBeforeTheSend(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				cfg := &Config{Stream: "s", Clock: clock.Real(), MaxInFlight: 1, HandoffTimeout: time.Second}
-				r := New(cfg, &Links{Out: out, Closing: ctx, Readers: func() int { return 1 }}, nopMetrics{},
-					"shardId-000000000000", Start{}, &lease.Lease{ShardID: "shardId-000000000000", Generation: 1}, time.Now())
+				r := testReader(ctx, cfg, out, &lease.Lease{ShardID: testShard, Generation: 1}, time.Now())
 				d := &delivery{msg: message.NewMessage("u", nil), state: stateWaiting}
 				d.ctx = &d.first
 				d.first.facts = r.facts
