@@ -4,26 +4,20 @@
 //
 //	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
 //	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-timeout 1m]
-//	kinesis-leases -stream orders -group billing -table leases -migrate [-dry-run]
 //	kinesis-leases -stream orders -table billing-app -kcl [-multi-stream] [-group billing-app] [-json] ...
 //
-// It only reads: ListShards, one Query of the lease table (with -kcl, a Scan), and for each
-// shard not at SHARD_END one GetShardIterator and one GetRecords with Limit 1 (which count
-// against the shard's 5 reads per second, shared with the group; -skip-behind leaves them
-// out). See kinesis.InspectLeases for what every field means.
+// It only reads: ListShards, a Query of each of the lease table's partitions of the group's
+// leases (with -kcl, a Scan), and for each shard not at SHARD_END one GetShardIterator and one
+// GetRecords with Limit 1 (which count against the shard's 5 reads per second, shared with the
+// group; -skip-behind leaves them out). See kinesis.InspectLeases for what every field means.
 //
 // With -kcl, -table is the lease table of a Kinesis Client Library (KCL) application, or of
 // subscribers on one (lease.KCLStore), and -group defaults to the table's name, which the KCL
 // names after the application; -multi-stream says the application reads several streams. The
-// leases are read with a strongly consistent Scan of that table (paged) instead of a Query, and
+// leases are read with a strongly consistent Scan of that table (paged) instead of Queries, and
 // only the lease table is opened (lease.KCLConfig.LeasesOnly); the report is the same. A KCL
 // checkpoint inside an aggregate reads as "seq:sub", one at TRIM_HORIZON, LATEST or
 // AT_TIMESTAMP as no checkpoint.
-//
-// With -migrate it moves the group's leases from the single-partition layout of earlier versions
-// to the one this version reads (lease.MigrateDynamoDBLayout; stop every instance of the group
-// first), and with -dry-run as well it only prints what it would move. Only these write. A KCL
-// table has nothing to migrate: -migrate with -kcl is a usage error.
 //
 // The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials are
 // found as every AWS SDK finds them: environment variables, shared config and credentials
@@ -68,7 +62,6 @@ const (
 type options struct {
 	stream, group, table              string
 	json, skipBehind                  bool
-	migrate, dryRun                   bool
 	kcl, multiStream                  bool
 	kinesisEndpoint, dynamoDBEndpoint string
 	region                            string
@@ -108,9 +101,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if o.migrate {
-		return migrate(ctx, o, awsCfg, stdout, stderr)
-	}
 	report, err := inspect(ctx, o, awsCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "kinesis-leases: %s\n", explain(o, err))
@@ -154,8 +144,6 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: the region's AWS endpoint)")
 	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
-	fs.BoolVar(&o.migrate, "migrate", false, "move the group's leases from the single-partition layout of earlier versions (stop every instance of the group first)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "with -migrate: print what would move, change nothing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n"+
 			"       kinesis-leases -stream S -table KCL_APPLICATION -kcl [-multi-stream] [-group G] [-json] [flags]\n\n"+
@@ -205,14 +193,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			problems = append(problems, fmt.Sprintf("-%s %q is not an http:// or https:// URL", e.flag, e.value))
 		}
 	}
-	if o.dryRun && !o.migrate {
-		problems = append(problems, "-dry-run is set without -migrate: it says what -migrate would change")
-	}
 	if o.multiStream && !o.kcl {
 		problems = append(problems, "-multi-stream is set without -kcl: it says which kind of KCL lease table -table is")
-	}
-	if o.migrate && o.kcl {
-		problems = append(problems, "-migrate is set with -kcl: a KCL lease table has nothing to migrate (-migrate moves this package's own leases out of the layout of its earlier versions)")
 	}
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
@@ -246,7 +228,12 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
 		}
 	})
-	store, err := openStore(ctx, o, dynamoDBClient(o, awsCfg))
+	dc := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		if o.dynamoDBEndpoint != "" {
+			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
+		}
+	})
+	store, err := openStore(ctx, o, dc)
 	if err != nil {
 		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
 	}
@@ -270,15 +257,6 @@ func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store
 		cfg.Stream = o.stream
 	}
 	return lease.NewKCLStore(ctx, cfg)
-}
-
-// dynamoDBClient is the lease table's client, at -endpoint-dynamodb if given.
-func dynamoDBClient(o options, awsCfg aws.Config) *dynamodb.Client {
-	return dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
-		if o.dynamoDBEndpoint != "" {
-			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
-		}
-	})
 }
 
 // explain adds to err which flags to check, for the failures a wrong flag causes.

@@ -606,10 +606,9 @@ func leaseStoreOutages(t *testing.T, outage time.Duration) {
 			stops++
 			// The reader's last successful owner write before it stopped, and the outage.
 			var last time.Time
-			var incarnation int64
 			for _, o := range wk.store.opsOf("", ev.shard) {
 				if o.err == nil && o.at.Before(ev.at) && (o.op == lease.OpTake || o.op == lease.OpRenew || o.op == lease.OpCheckpoint) {
-					last, incarnation = o.at, o.out.Incarnation
+					last = o.at
 				}
 			}
 			var end time.Time
@@ -618,12 +617,8 @@ func leaseStoreOutages(t *testing.T, outage time.Duration) {
 					end = o.end
 				}
 			}
-			// Its stop point: LeaseStopAfter after that write, or sooner if the write let the
-			// member's heartbeats vouch for the lease and they stopped first.
+			// Its stop point: LeaseStopAfter after that write.
 			stopPoint := last.Add(grpLeaseDuration * 4 / 5)
-			if hb := wk.store.heartbeatStop(incarnation, ev.at, grpLeaseDuration*4/5); incarnation != 0 && hb.Before(stopPoint) {
-				stopPoint = hb
-			}
 			t.Logf("%s stopped %s at %s, %s after its last successful renewal; the store came back at %s (its stop point: %s)",
 				wk.id, ev.shard, grpRel(ev.at), ev.at.Sub(last), grpRel(end), grpRel(stopPoint))
 			if stopPoint.Sub(end) > time.Second {

@@ -44,9 +44,6 @@ const (
 	grpSyncInterval    = 2 * time.Second
 	grpHandoffTimeout  = 10 * time.Second
 	grpCheckpointEvery = 5 * time.Second
-	// grpJoinWait is joinWait at these intervals: a newcomer that finds no free lease makes
-	// its first lease sync that long after its Subscribe returned.
-	grpJoinWait = 1500 * time.Millisecond
 	// grpSettleWait bounds the real time one settle may take; a driver goroutine that never
 	// blocks again (a busy loop) fails the test with its stack.
 	grpSettleWait = 5 * time.Second
@@ -841,12 +838,12 @@ type grpStore struct {
 	mode int
 	gate chan struct{} // closed when a grpHang mode ends
 	ops  []grpOp
-	// beatsDown fails the instance's Joins and Heartbeats alone (a throttled member
-	// partition): its lease calls go through.
+	// beatsDown fails the instance's Heartbeats alone (a throttled member partition): its
+	// lease calls go through.
 	beatsDown bool
 }
 
-// setBeatsDown fails (or lets through again) the instance's Joins and Heartbeats alone.
+// setBeatsDown fails (or lets through again) the instance's Heartbeats alone.
 func (s *grpStore) setBeatsDown(down bool) {
 	s.mu.Lock()
 	s.beatsDown = down
@@ -863,7 +860,7 @@ type grpOp struct {
 	out     lease.Lease
 	list    []lease.Lease
 	members []lease.Member // what a member read returned
-	member  lease.Member   // what a Join or Heartbeat returned
+	member  lease.Member   // what a Heartbeat returned
 	err     error
 	reached bool // the call got to the shared store (it was not cut off)
 }
@@ -1020,19 +1017,11 @@ func (s *grpStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *grpStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.member(ctx, lease.OpJoin, m, s.inner.Join)
-}
+var _ lease.Membership = (*grpStore)(nil)
 
+// Heartbeat implements lease.Membership through the mode and the log; beatsDown fails it alone.
 func (s *grpStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.member(ctx, lease.OpHeartbeat, m, s.inner.Heartbeat)
-}
-
-// member runs a Join or a Heartbeat as any other call, and records the member it returned.
-func (s *grpStore) member(ctx context.Context, op string, m lease.Member,
-	call func(context.Context, lease.Member) (lease.Member, error),
-) (lease.Member, error) {
-	rec := grpOp{op: op, at: s.w.clk.Now()}
+	rec := grpOp{op: lease.OpHeartbeat, at: s.w.clk.Now()}
 	s.mu.Lock()
 	beatsDown := s.beatsDown
 	s.mu.Unlock()
@@ -1047,59 +1036,28 @@ func (s *grpStore) member(ctx context.Context, op string, m lease.Member,
 		return lease.Member{}, err
 	}
 	rec.reached = true
-	out, err := call(ctx, m)
+	out, err := s.inner.(lease.Membership).Heartbeat(ctx, m)
 	rec.member, rec.err = out, err
 	s.log(rec)
 	return out, err
 }
 
-// heartbeatStop is lease.HeartbeatStop of this instance's heartbeats of incarnation that
-// succeeded before t: the stop point its heartbeats gave the readers whose lease carried it.
-func (s *grpStore) heartbeatStop(incarnation int64, t time.Time, stopAfter time.Duration) time.Time {
-	var beats []lease.Beat
-	for _, o := range s.opsOf("", "") {
-		if (o.op == lease.OpJoin || o.op == lease.OpHeartbeat) && o.err == nil && o.at.Before(t) && o.member.Incarnation == incarnation {
-			beats = append(beats, lease.Beat{Counter: o.member.Counter, Sent: o.at})
-		}
-	}
-	if len(beats) > lease.BeatsBehind+1 {
-		beats = beats[len(beats)-lease.BeatsBehind-1:]
-	}
-	return lease.HeartbeatStop(beats, stopAfter)
-}
-
-func (s *grpStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+func (s *grpStore) NotifyMember(ctx context.Context, m lease.Member) error {
 	_, err := s.call(ctx, lease.OpNotifyMember, lease.Lease{}, func() (lease.Lease, error) {
-		return lease.Lease{}, s.inner.NotifyMember(ctx, group, stream, worker)
-	})
-	return err
-}
-
-func (s *grpStore) FenceMember(ctx context.Context, observed lease.Member) error {
-	_, err := s.call(ctx, lease.OpFenceMember, lease.Lease{}, func() (lease.Lease, error) {
-		return lease.Lease{}, s.inner.FenceMember(ctx, observed)
+		return lease.Lease{}, s.inner.(lease.Membership).NotifyMember(ctx, m)
 	})
 	return err
 }
 
 func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
-	return s.memberRead(ctx, lease.OpMembers, func() ([]lease.Member, error) { return s.inner.Members(ctx, group, stream) })
-}
-
-func (s *grpStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
-	return s.memberRead(ctx, lease.OpLeading, func() ([]lease.Member, error) { return s.inner.LeadingMembers(ctx, group, stream, n) })
-}
-
-// memberRead runs a read of member records through the mode and the log.
-func (s *grpStore) memberRead(ctx context.Context, op string, read func() ([]lease.Member, error)) ([]lease.Member, error) {
-	rec := grpOp{op: op, at: s.w.clk.Now()}
+	rec := grpOp{op: lease.OpMembers, at: s.w.clk.Now()}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)
 		return nil, err
 	}
 	rec.reached = true
-	ms, err := read()
+	ms, err := s.inner.(lease.Membership).Members(ctx, group, stream)
 	rec.members, rec.err = ms, err
 	s.log(rec)
 	return ms, err
@@ -1107,7 +1065,7 @@ func (s *grpStore) memberRead(ctx context.Context, op string, read func() ([]lea
 
 func (s *grpStore) RemoveMember(ctx context.Context, observed lease.Member) error {
 	_, err := s.call(ctx, lease.OpRemoveMember, lease.Lease{}, func() (lease.Lease, error) {
-		return lease.Lease{}, s.inner.RemoveMember(ctx, observed)
+		return lease.Lease{}, s.inner.(lease.Membership).RemoveMember(ctx, observed)
 	})
 	return err
 }
@@ -1160,34 +1118,4 @@ func (c *grpClient) ListShards(ctx context.Context, in *awskinesis.ListShardsInp
 		return nil, c.down()
 	}
 	return c.KinesisAPI.ListShards(ctx, in, opts...)
-}
-
-// beatSeen is when this instance's member reads first showed the owner of l (as it was when
-// taken) at a heartbeat counter of l's incarnation of at least lease.BeatSince of the last
-// counter they showed of it: where a take by the owner's heartbeats counts from. Zero if
-// they never showed that incarnation.
-func (i *grpWorker) beatSeen(l lease.Lease) time.Time {
-	var last int64
-	type read struct {
-		at      time.Time
-		counter int64
-	}
-	var reads []read
-	for _, o := range i.store.opsOf("", "") {
-		if o.op != lease.OpMembers && o.op != lease.OpLeading {
-			continue
-		}
-		for _, m := range o.members {
-			if m.Worker == l.Owner && m.Incarnation == l.Incarnation && m.Incarnation != 0 && o.err == nil {
-				reads = append(reads, read{o.at, m.Counter})
-				last = max(last, m.Counter)
-			}
-		}
-	}
-	for _, r := range reads {
-		if r.counter >= lease.BeatSince(last) {
-			return r.at
-		}
-	}
-	return time.Time{}
 }

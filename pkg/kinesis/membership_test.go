@@ -1,7 +1,6 @@
 package kinesis_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,7 +15,7 @@ import (
 // memberNames reads the group's member records from the shared store.
 func memberNames(t *testing.T, w *grpWorld) []string {
 	t.Helper()
-	ms, err := w.e.store.Members(context.Background(), subGroup, w.e.stream)
+	ms, err := w.e.store.Members(t.Context(), subGroup, w.e.stream)
 	if err != nil {
 		t.Fatalf("Members: %v", err)
 	}
@@ -27,7 +26,7 @@ func memberNames(t *testing.T, w *grpWorld) []string {
 	return names
 }
 
-// A newcomer asks for its whole share in its first lease sync (after the join wait), and has it once
+// A newcomer asks for its whole share in its first lease sync, inside Subscribe, and has it once
 // the owner's readers hand over, within one lease sync; a closing instance removes its member
 // record, and the record of a crashed one is removed once stale (6 lease durations), by the
 // first live member in name order.
@@ -52,9 +51,8 @@ func TestGroupMembership(t *testing.T) {
 		}
 		return asked
 	}
-	// w2 finds no free lease, so Subscribe returns at once and the first lease sync comes
-	// after the join wait.
-	askedAfter := w.runUntil("w2 asks", grpJoinWait+grpStep, func() bool { return len(asks()) > 0 })
+	// w2 finds no free lease and asks in the lease sync Subscribe makes.
+	askedAfter := w.runUntil("w2 asks", grpStep, func() bool { return len(asks()) > 0 })
 	asked := asks()
 	if len(asked) != 4 {
 		t.Fatalf("w2 asked for %v in its first lease sync, want its whole share of 4 at once; %s", asked, w.leaseSummary())
@@ -66,15 +64,15 @@ func TestGroupMembership(t *testing.T) {
 	}
 
 	w3 := w.start("w3")
-	w.runUntil("spread over w1, w2 and w3", grpJoinWait+2*grpSyncInterval, func() bool { return w.spread("w1", "w2", "w3") })
+	w.runUntil("spread over w1, w2 and w3", 2*grpSyncInterval, func() bool { return w.spread("w1", "w2", "w3") })
 	t.Logf("w3 joined: spread %s after w2 joined (%s)", w.since(joined), w.counts("w1", "w2", "w3"))
 
 	w.close(w3)
 	if got := memberNames(t, w); !slices.Equal(got, []string{"w1", "w2"}) {
 		t.Fatalf("members after w3 closed: %v, want its record removed", got)
 	}
-	// w3 told the members with the fewest leases that it left: they read the members and
-	// list at their next heartbeat, not a lease sync after the leader's roster shows it.
+	// w3 sent a notice to the members with the fewest leases: they list the leases at their
+	// next heartbeat, not at their next lease sync.
 	left := w.runUntil("spread over w1 and w2 after w3 closed", 2*grpSyncInterval, func() bool { return w.spread("w1", "w2") })
 	t.Logf("w3 closed: its shards read by w1 and w2 %s after Close returned (%s)", left, w.counts("w1", "w2"))
 	if left > grpSyncInterval/2 {
@@ -158,9 +156,9 @@ func TestGroupQuietListsRarely(t *testing.T) {
 
 // After a split, the children's leases are created by the worker that read the parent to its
 // end, which may be at its share already: the others take them within a few lease syncs,
-// although a quiet group lists the leases only once a minute, because the creator's member
-// record shows that it created leases (lease.Member.Changes). Without that, the second child
-// waited for the others' next shard sync (20 s here).
+// although a quiet group lists the leases only once a minute, because the creator sends a
+// notice to the members with the fewest leases. Without that, the second child waited for the
+// others' next shard sync (20 s here).
 func TestGroupSplitChildrenTakenByOthers(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newGrpWorld(t, 6)
@@ -191,42 +189,11 @@ func TestGroupSplitChildrenTakenByOthers(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
-// Each lease a worker creates moves its Changes, and a move is heartbeated at once, but at
-// most once between two scheduled heartbeats: the 16 creations of a first start make one
-// extra heartbeat, not 16 back to back.
-func TestMembershipNudgedHeartbeatsBounded(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newGrpWorld(t, 16)
-	startedAt := w.now()
-	w1 := w.start("w1")
-	creates, beats := 0, 0
-	for _, o := range w1.store.opsOf(lease.OpCreate, "") {
-		if o.err == nil {
-			creates++
-		}
-	}
-	for _, o := range w1.store.opsOf("", "") {
-		if (o.op == lease.OpJoin || o.op == lease.OpHeartbeat) && o.at.Before(startedAt.Add(grpSyncInterval/2)) { // before the first scheduled one
-			beats++
-		}
-	}
-	t.Logf("w1 created %d leases and heartbeated %d times before its first scheduled heartbeat", creates, beats)
-	if creates != 16 {
-		t.Fatalf("w1 created %d leases, want 16", creates)
-	}
-	if beats != 2 {
-		t.Errorf("w1 heartbeated %d times before its first scheduled heartbeat, want 2 (the join, and one for the creations)", beats)
-	}
-	w.close(w1)
-	w.check()
-	goleak.VerifyNone(t, ignore)
-}
-
 // A member whose heartbeats fail while its lease writes succeed (its member partition
-// throttled, say) is not treated as dead: its readers leave the heartbeats out of their next
-// renewals and go on by the renewals alone, it keeps every shard without a pause, and the
-// other worker neither fences it nor tries a take on it; it lists the leases about once per
-// LeaseDuration to see them move, rather than at every lease sync.
+// throttled, say) keeps its shards: membership never makes a lease takeable. It keeps every
+// shard without a pause, and the other worker tries no take on it; it lists the leases about
+// once per LeaseDuration (when their last counters would expire) to see them move, rather than
+// at every lease sync.
 func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newGrpWorld(t, 4)
@@ -248,7 +215,7 @@ func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
 	if lost := w1.eventsOf("lost", ""); len(lost) != 0 {
 		t.Errorf("w1 paused or lost shards while its renewals succeeded: %+v", lost)
 	}
-	var takes, fences, lists int
+	var takes, lists int
 	for _, o := range w2.store.opsOf("", "") {
 		if o.at.Before(from) || !o.at.Before(to) {
 			continue
@@ -258,16 +225,14 @@ func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
 			if o.in.Owner != "w2" { // not the start of a reader of a lease handed to w2 before
 				takes++
 			}
-		case lease.OpFenceMember:
-			fences++
 		case lease.OpList:
 			lists++
 		}
 	}
 	syncs := int(to.Sub(from) / grpSyncInterval)
-	t.Logf("over %s of w1's heartbeats failing (%d lease syncs): w2 tried %d takes and %d fences, and listed %d times", to.Sub(from), syncs, takes, fences, lists)
-	if takes != 0 || fences != 0 {
-		t.Errorf("w2 tried %d takes and %d fences on a member that renews", takes, fences)
+	t.Logf("over %s of w1's heartbeats failing (%d lease syncs): w2 tried %d takes, and listed %d times", to.Sub(from), syncs, takes, lists)
+	if takes != 0 {
+		t.Errorf("w2 tried %d takes on a member that renews", takes)
 	}
 	if max := int(to.Sub(from)/grpLeaseDuration) + 3; lists > max {
 		t.Errorf("w2 listed the leases %d times in %s, want at most %d (about once per LeaseDuration)", lists, to.Sub(from), max)
@@ -278,33 +243,8 @@ func TestGroupQuietMemberKeepsItsLeases(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
-// A member record of a version older than the bucketed layout (lease.Member.Legacy) is never
-// counted, and the first live member removes it once it has not moved for the stale interval,
-// as it does the records of members long gone.
-func TestGroupRemovesLegacyMemberRecords(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newGrpWorld(t, 4)
-	if _, err := w.e.store.Join(context.Background(), lease.Member{Group: subGroup, Stream: w.e.stream, Worker: "w0-old",
-		Incarnation: 1, Legacy: true}); err != nil {
-		t.Fatal(err)
-	}
-	w1 := w.start("w1")
-	w.runUntil("w1 reads every shard", 2*grpSyncInterval, func() bool { return len(w.owned("w1")) == 4 })
-	removed := w.runUntil("the legacy record removed", 7*grpLeaseDuration, func() bool {
-		return slices.Equal(memberNames(t, w), []string{"w1"})
-	})
-	t.Logf("legacy member record removed %s after w1 subscribed; w1 read all 4 shards meanwhile", removed)
-	if removed < 6*grpLeaseDuration-grpSyncInterval {
-		t.Errorf("legacy record removed after %s, before it was stale (6 lease durations)", removed)
-	}
-	w.close(w1)
-	w.check()
-	goleak.VerifyNone(t, ignore)
-}
-
-// At a short LeaseSyncInterval the heartbeats are bounded: every 250 ms at most, plus at most
-// one nudged heartbeat between two scheduled ones, so at most 8 member writes a second per
-// member, whatever the syncs and the lease changes.
+// At a short LeaseSyncInterval the heartbeats are bounded: every 250 ms at most, so at most 4
+// member writes a second per member, whatever the syncs and the lease changes.
 func TestMembershipHeartbeatsBoundedAtShortSyncs(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	w := newGrpWorld(t, 16)
@@ -318,14 +258,14 @@ func TestMembershipHeartbeatsBoundedAtShortSyncs(t *testing.T) {
 	for _, wk := range []*grpWorker{w1, w2} {
 		beats := 0
 		for _, o := range wk.store.opsOf("", "") {
-			if (o.op == lease.OpJoin || o.op == lease.OpHeartbeat) && !o.at.Before(from) && o.at.Before(to) {
+			if o.op == lease.OpHeartbeat && !o.at.Before(from) && o.at.Before(to) {
 				beats++
 			}
 		}
 		perSec := float64(beats) / to.Sub(from).Seconds()
 		t.Logf("%s: %d heartbeats in %s at a 100 ms LeaseSyncInterval: %.1f a second", wk.id, beats, to.Sub(from), perSec)
-		if perSec > 8 {
-			t.Errorf("%s heartbeated %.1f times a second, want at most 8 (every 250 ms, plus one nudge between two)", wk.id, perSec)
+		if perSec > 4 {
+			t.Errorf("%s heartbeated %.1f times a second, want at most 4 (every 250 ms)", wk.id, perSec)
 		}
 	}
 	w.close(w2)

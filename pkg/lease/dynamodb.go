@@ -43,27 +43,21 @@ const (
 	attrOwner        = "owner"
 	attrGeneration   = "generation"
 	attrCounter      = "counter"
-	attrChanges      = "changes" // member records only: see Member.Changes
 	attrCheckpoint   = "checkpoint"
 	attrParents      = "parents"
 	attrPendingOwner = "pending_owner"
-	attrIncarnation  = "incarnation" // leases: Lease.Incarnation (absent: 0); members: Member.Incarnation
-	attrFenced       = "fenced"      // member records only: present (true) once fenced
-	attrRoster       = "roster"      // member records only: see Member.Roster
-	attrSeen         = "seen"        // member records only: see Member.Seen
-	attrAsked        = "asked"       // member records only: see Member.Asked
+	attrNotices      = "notices" // member records only: Member.Notices
 )
 
 // pkSeparator joins stream and group in the partition key. Kinesis stream names consist of
 // [a-zA-Z0-9_.-], so the first separator in a key always ends the stream name.
 const pkSeparator = "|"
 
-// DynamoDBStore is a Store kept in a DynamoDB table. It applies the same conditions as
-// MemoryStore, each write as one conditional PutItem or UpdateItem, and passes the same
-// conformance suite (package leasetest). Reads (List, and the read that tells the cause of a
-// failed Take, RequestHandoff or Handoff) are strongly consistent. It is safe for concurrent
-// use; besides its configuration it only remembers, per (group, stream), what it found of the
-// old layout (see below), so that it reads the old partition once, not at every call.
+// DynamoDBStore is a Store and Membership kept in a DynamoDB table. It applies the same
+// conditions as MemoryStore, each write as one PutItem, UpdateItem or DeleteItem, and passes the
+// same conformance suite (package leasetest). Reads (List, Members, and the read that tells the
+// cause of a failed Take, RequestHandoff or Handoff) are strongly consistent. It is safe for
+// concurrent use and keeps no state besides its configuration.
 //
 // # Table layout
 //
@@ -78,7 +72,8 @@ const pkSeparator = "|"
 //	pk             S     partition key: stream name + "|" + consumer group + "|" + bucket, the
 //	                     bucket being two digits 00-15 (FNV-1a 32 of the shard id, mod 16), e.g.
 //	                     "orders|billing|07" (stream names cannot contain '|', so the first '|'
-//	                     ends the stream, and the last three bytes are always the bucket)
+//	                     ends the stream, and the last three bytes are always the bucket: no
+//	                     two groups or streams share a partition)
 //	shard_id       S     sort key: the shard id, e.g. "shardId-000000000003"
 //	group          S     the consumer group
 //	stream         S     the stream name
@@ -96,52 +91,34 @@ const pkSeparator = "|"
 // deleted by the store, but for DeleteFinished. DynamoDBItemSize gives an item's size, for
 // capacity planning.
 //
-// # The old layout, its marker, and migration
-//
-// Earlier versions kept all of a group's leases in one partition, "stream|group". A store's
-// first List of a (group, stream) reads that partition (one small strongly consistent Query),
-// and so does its first write (of a lease, or a Heartbeat):
-//
-//   - if it holds leases, the group was run by an earlier version and has not been migrated:
-//     List and every write fail with ErrOldLeaseLayout, whose message says what to do (stop
-//     every instance of the group and run MigrateDynamoDBLayout, or delete those items).
-//     Nothing is written. The store reads the partition again at its next call, so a migration
-//     lets it go on without a restart.
-//   - if it is empty, the first write puts a marker item into it (one conditional PutItem):
-//     shard_id "#layout: leases moved to 16 partitions (stream|group|NN); upgrade this worker",
-//     layout "buckets-16", and none of a lease's other attributes. An earlier version that
-//     starts on the group later fails to list its partition, with that shard id in its error,
-//     rather than creating leases of its own beside these (every shard would be read twice).
-//     List does not write the marker: it may run with read-only credentials (kinesis-leases),
-//     and the marker is in place before the store writes anything else.
-//
-// The marker is never deleted, and List never returns it. Member records written by this
-// version carry layout "buckets-16" too, and Members leaves out those without it, so that an
-// earlier version's worker, which heartbeats but cannot take a lease, is not counted for the
-// shares (the others would leave its share unread).
-//
-// Group names may contain '|', so the old partition of a group "g|07" is partition 07 of group
-// "g". The store tells the items apart by their attributes: g's leases there are not old leases
-// of "g|07", and "g|07"'s marker is not one of g's leases. Old leases of "g|07" there would share
-// keys with g's, so g's List fails with ErrOldLeaseLayout, naming "g|07", until it is migrated.
-//
 // # Member records
 //
-// Each worker of a group heartbeats a member record (see Member) in a partition of its own,
-// "#" + stream + "|" + group (DynamoDBMemberPartitionKey), with the worker as the sort key, the
-// group and stream, a counter and the layout. A stream name never starts with '#', so List
-// never reads them. RemoveMember deletes one.
+// Each worker of a group heartbeats a member record (see Member) in a partition of the group's
+// own, "#" + stream + "|" + group (DynamoDBMemberPartitionKey), which no List reads (a stream
+// name never starts with '#'):
+//
+//	attribute  type  contents
+//	pk         S     partition key: "#" + stream name + "|" + consumer group, e.g.
+//	                 "#orders|billing"
+//	shard_id   S     sort key: the worker
+//	counter    N     incremented by every Heartbeat, the first of which creates the record
+//	notices    N     incremented by every NotifyMember; absent while 0
+//
+// Nothing else: every member reads every record of its group at each lease sync (Members, one
+// strongly consistent Query, paged), so a record's size (DynamoDBMemberItemSize) is what the
+// group's reads cost; Members takes the group and stream from its arguments. RemoveMember
+// deletes a record.
 type DynamoDBStore struct {
 	client DynamoDBAPI
 	table  string
 	// queryLimit, when positive, caps the items per Query page (tests use it to force paging).
 	queryLimit int32
-	// layouts records what the store found of the old layout per (group, stream); see
-	// listable and writable.
-	layouts layoutCache
 }
 
-var _ Store = (*DynamoDBStore)(nil)
+var (
+	_ Store      = (*DynamoDBStore)(nil)
+	_ Membership = (*DynamoDBStore)(nil)
+)
 
 // NewDynamoDBStore validates cfg, checks that the lease table exists with the expected key
 // schema (creating it first and waiting until it is ACTIVE if cfg.CreateTable is set) and
@@ -171,8 +148,8 @@ const (
 	tableWaitMax   = 2 * time.Second
 )
 
-// partitionKey is stream + "|" + group: the partition of all of a group's leases in the old
-// layout, and the start of every partition key of the current one.
+// partitionKey is stream + "|" + group: the start of the partition key of each of a group's
+// lease buckets, and of its member partition after the "#".
 func partitionKey(group, stream string) string { return stream + pkSeparator + group }
 
 // keyItem is the key of the lease's item, in its bucket's partition.
@@ -189,13 +166,9 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	if err := s.before(ctx, OpCreate, key, true); err != nil {
 		return Lease{}, err
 	}
-	if err := s.writable(ctx, OpCreate, key); err != nil {
-		return Lease{}, err
-	}
 	stored := l.Clone()
 	stored.Generation = 0
 	stored.Counter = 1
-	stored.Incarnation = 0 // no heartbeat vouches for a lease nobody has written as its owner
 	stored.Foreign = false // this table holds no foreign worker's lease
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
@@ -213,14 +186,10 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 }
 
 // List implements Store: strongly consistent Queries of the group's DynamoDBLeaseBuckets
-// partitions, each read page by page, merged by shard id. The first
-// List of a (group, stream) reads the old layout's partition first (see DynamoDBStore).
+// partitions, each read page by page, merged by shard id.
 func (s *DynamoDBStore) List(ctx context.Context, group, stream string) ([]Lease, error) {
 	key := Key{Group: group, Stream: stream}
 	if err := s.before(ctx, OpList, key, false); err != nil {
-		return nil, err
-	}
-	if err := s.listable(ctx, OpList, key); err != nil {
 		return nil, err
 	}
 	out, err := s.listBuckets(ctx, key)
@@ -250,43 +219,46 @@ func (s *DynamoDBStore) listBuckets(ctx context.Context, key Key) ([]Lease, erro
 	return out, nil
 }
 
-// listBucket reads one bucket's partition. Besides the group's leases it may hold, when a group
-// name contains '|', items of another group whose old-layout partition key is this bucket's:
-// that group's layout marker, skipped, or its leases in the old layout, which stop the List
-// (see listedItem).
+// listBucket reads one bucket's partition. It holds leases of key's group and stream alone:
+// leaseFromItem checks that an item's partition key is the one of its group, stream and shard,
+// and no other group's or stream's is this one (see DynamoDBStore).
 func (s *DynamoDBStore) listBucket(ctx context.Context, key Key, bucket int) ([]Lease, error) {
 	pk := bucketPartitionKey(key.Group, key.Stream, bucket)
 	var out []Lease
-	err := s.queryPartition(ctx, OpList, key, pk, s.queryLimit, func(item map[string]types.AttributeValue) error {
-		l, keep, err := s.listedItem(key, item)
-		if keep {
-			out = append(out, l)
+	err := s.queryPartition(ctx, OpList, key, pk, func(item map[string]types.AttributeValue) error {
+		l, err := leaseFromItem(item)
+		if err != nil {
+			k := key
+			k.ShardID = itemShardID(item)
+			return s.malformedErr(OpList, k, err)
 		}
-		return err
+		out = append(out, l)
+		return nil
 	})
 	return out, err
 }
 
-// listedItem sorts one item of a bucket of key's group: a lease of the group (kept), another
-// group's layout marker (skipped), another group's lease in the old layout (ErrOldLeaseLayout,
-// naming that group: its leases and this group's would share items), or a malformed item.
-func (s *DynamoDBStore) listedItem(key Key, item map[string]types.AttributeValue) (Lease, bool, error) {
-	if isLayoutMarker(item) {
-		return Lease{}, false, nil
+// DeleteFinished implements Store: one DeleteItem conditioned on SHARD_END and the observed
+// counter.
+func (s *DynamoDBStore) DeleteFinished(ctx context.Context, observed Lease) error {
+	key := observed.Key()
+	if err := s.before(ctx, OpDeleteFinished, key, true); err != nil {
+		return err
 	}
-	l, err := leaseFromItem(item)
-	if err == nil && (l.Group != key.Group || l.Stream != key.Stream) {
-		err = fmt.Errorf("it names group %q stream %q, but is in the partition of group %q stream %q",
-			l.Group, l.Stream, key.Group, key.Stream)
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyItem(key),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR (#cp = :end AND #c = :c)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#cp": attrCheckpoint, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end": &types.AttributeValueMemberS{Value: ShardEnd}, ":c": numberValue(observed.Counter),
+		},
+	})
+	switch {
+	case isConditionFailed(err):
+		return &ConditionError{Op: OpDeleteFinished, Key: key, Err: ErrLeaseChanged}
+	case err != nil:
+		return s.callErr(OpDeleteFinished, key, err)
 	}
-	if err == nil {
-		return l, true, nil
-	}
-	k := key
-	k.ShardID = itemShardID(item)
-	if old, oerr := oldLeaseFromItem(item); oerr == nil {
-		return Lease{}, false, fmt.Errorf("lease %s of %s: %w", OpList, k, s.oldLayoutErr(old.Key(),
-			fmt.Sprintf(", which is also the key of a partition of group %q", key.Group)))
-	}
-	return Lease{}, false, s.malformedErr(OpList, k, err)
+	return nil
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// validateDynamoKey is validateKey plus what this table's keys need: the stream name must not
-// contain the separator of the partition key, or two (stream, group) pairs could share one, nor
-// start with the '#' of the member partitions.
-func validateDynamoKey(op string, key Key, checkShard bool) error {
+// before runs the checks every operation shares, as MemoryStore.before does: the caller's input,
+// then whether the caller still wants the answer (a cancelled call is never sent). Besides
+// validateKey, the stream name must not contain the separator of the partition key, or two
+// (stream, group) pairs could share one, nor start with the '#' of the member partitions.
+func (s *DynamoDBStore) before(ctx context.Context, op string, key Key, checkShard bool) error {
 	if err := validateKey(op, key, checkShard); err != nil {
 		return err
 	}
@@ -26,15 +27,6 @@ func validateDynamoKey(op string, key Key, checkShard bool) error {
 		// "#x|g" is the member partition of stream x: a lease of stream "#x" would land in it.
 		return fmt.Errorf("lease %s of %s: %w: the stream name starts with %q, which is not valid in a Kinesis stream name",
 			op, key, errInvalidKey, memberPKPrefix)
-	}
-	return nil
-}
-
-// before runs the checks every operation shares, as MemoryStore.before does: the caller's input,
-// then whether the caller still wants the answer (a cancelled call is never sent).
-func (s *DynamoDBStore) before(ctx context.Context, op string, key Key, checkShard bool) error {
-	if err := validateDynamoKey(op, key, checkShard); err != nil {
-		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("lease %s of %s: %w", op, key, err)
@@ -57,10 +49,10 @@ func isConditionFailed(err error) bool {
 	return errors.As(err, &ccf)
 }
 
-// queryPartition reads every item of one partition with strongly consistent Query pages of at
-// most limit items (no limit if it is not positive) and passes each to each, which may stop the
-// read with an error.
-func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, pk string, limit int32,
+// queryPartition reads every item of one partition with strongly consistent Query pages (of at
+// most queryLimit items, if it is set) and passes each to each, which may stop the read with an
+// error.
+func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, pk string,
 	each func(map[string]types.AttributeValue) error,
 ) error {
 	in := &dynamodb.QueryInput{
@@ -72,8 +64,8 @@ func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, 
 			":pk": &types.AttributeValueMemberS{Value: pk},
 		},
 	}
-	if limit > 0 {
-		in.Limit = aws.Int32(limit)
+	if s.queryLimit > 0 {
+		in.Limit = aws.Int32(s.queryLimit)
 	}
 	for {
 		page, err := s.client.Query(ctx, in)
@@ -100,9 +92,6 @@ func (s *DynamoDBStore) queryPartition(ctx context.Context, op string, key Key, 
 func (s *DynamoDBStore) update(ctx context.Context, op string, key Key, set, cond string,
 	names map[string]string, values map[string]types.AttributeValue,
 ) (l Lease, failed bool, err error) {
-	if err := s.writable(ctx, op, key); err != nil {
-		return Lease{}, false, err
-	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyItem(key),

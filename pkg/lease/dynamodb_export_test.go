@@ -2,12 +2,9 @@ package lease
 
 import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-// SetDynamoDBQueryLimit caps the items of each Query page List reads, so that tests can make a
-// small partition span many pages.
+// SetDynamoDBQueryLimit caps the items of each Query page List and Members read, so that tests
+// can make a small partition span many pages.
 func SetDynamoDBQueryLimit(s *DynamoDBStore, limit int32) { s.queryLimit = limit }
-
-// LayoutMarkerShardID is the shard id of the layout marker, for tests that look for it.
-const LayoutMarkerShardID = layoutMarkerShardID
 
 // DynamoDBRawItemSize is the size of any item as DynamoDBItemSize counts it, for tests that
 // compare the items the store wrote with what DynamoDBItemSize says of them.

@@ -29,7 +29,7 @@ const (
 	// item; every value is read from the item as it was before any action of the expression
 	// applies (DynamoDB's rule, which dynalite models), so REMOVE #pend in the same expression
 	// does not affect what #owner receives, and no two actions write the same path.
-	handoffUpdate = "SET #owner = #pend, #gen = #gen + :one, #ctr = #ctr + :one REMOVE #pend, #inc"
+	handoffUpdate = "SET #owner = #pend, #gen = #gen + :one, #ctr = #ctr + :one REMOVE #pend"
 )
 
 // RequestHandoff implements Store: one UpdateItem that sets pending_owner, conditioned as
@@ -86,7 +86,7 @@ func (s *DynamoDBStore) Handoff(ctx context.Context, held Lease) (Lease, error) 
 		return Lease{}, &ConditionError{Op: OpHandoff, Key: key, Err: ErrLeaseLost}
 	}
 	names := map[string]string{
-		"#owner": attrOwner, "#gen": attrGeneration, "#ctr": attrCounter, "#pend": attrPendingOwner, "#inc": attrIncarnation,
+		"#owner": attrOwner, "#gen": attrGeneration, "#ctr": attrCounter, "#pend": attrPendingOwner,
 	}
 	values := map[string]types.AttributeValue{
 		":me":  &types.AttributeValueMemberS{Value: held.Owner},

@@ -46,10 +46,55 @@ func leaseToItem(l Lease) map[string]types.AttributeValue {
 	if l.PendingOwner != "" {
 		item[attrPendingOwner] = &types.AttributeValueMemberS{Value: l.PendingOwner}
 	}
-	if l.Incarnation != 0 {
-		item[attrIncarnation] = numberValue(l.Incarnation)
-	}
 	return item
+}
+
+// itemReader reads the attributes of one item, collecting what is wrong with them.
+type itemReader struct {
+	item map[string]types.AttributeValue
+	errs []error
+}
+
+// str reads a string attribute: "" when absent, which is wrong if it is required, and so is an
+// empty one.
+func (r *itemReader) str(name string, required bool) string {
+	v, ok := r.item[name]
+	if !ok {
+		if required {
+			r.errs = append(r.errs, fmt.Errorf("attribute %q is missing", name))
+		}
+		return ""
+	}
+	sv, ok := v.(*types.AttributeValueMemberS)
+	if !ok || sv == nil {
+		r.errs = append(r.errs, fmt.Errorf("attribute %q is a %s, want a string (S)", name, attrType(v)))
+		return ""
+	}
+	if required && sv.Value == "" {
+		r.errs = append(r.errs, fmt.Errorf("attribute %q is empty", name))
+	}
+	return sv.Value
+}
+
+// num reads a whole-number attribute: 0 when absent, which is wrong if it is required.
+func (r *itemReader) num(name string, required bool) int64 {
+	v, ok := r.item[name]
+	if !ok {
+		if required {
+			r.errs = append(r.errs, fmt.Errorf("attribute %q is missing", name))
+		}
+		return 0
+	}
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok || nv == nil {
+		r.errs = append(r.errs, fmt.Errorf("attribute %q is a %s, want a number (N)", name, attrType(v)))
+		return 0
+	}
+	n, err := strconv.ParseInt(nv.Value, 10, 64)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", name, nv.Value, err))
+	}
+	return n
 }
 
 // leaseFromItem reads a lease from an item. It never panics: an item that is not a lease as
@@ -57,82 +102,31 @@ func leaseToItem(l Lease) map[string]types.AttributeValue {
 // int64, a partition key that is not DynamoDBPartitionKey of its group, stream and shard) is an
 // error that says what is wrong.
 func leaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
-	return parseLeaseItem(item, DynamoDBPartitionKey)
-}
-
-// oldLeaseFromItem reads a lease item of the old layout: as leaseFromItem, but its partition key
-// must be stream|group. It is how earlier versions read every item of their partition, so what
-// it refuses (the layout marker, say) an earlier version refuses too.
-func oldLeaseFromItem(item map[string]types.AttributeValue) (Lease, error) {
-	return parseLeaseItem(item, func(k Key) string { return partitionKey(k.Group, k.Stream) })
-}
-
-// parseLeaseItem reads a lease from an item whose partition key must be wantPK of its key.
-func parseLeaseItem(item map[string]types.AttributeValue, wantPK func(Key) string) (Lease, error) {
 	if len(item) == 0 {
 		return Lease{}, errors.New("the item is empty")
 	}
-	var (
-		l    Lease
-		errs []error
-	)
-	str := func(name string, required bool) string {
-		v, ok := item[name]
-		if !ok {
-			if required {
-				errs = append(errs, fmt.Errorf("attribute %q is missing", name))
-			}
-			return ""
-		}
-		sv, ok := v.(*types.AttributeValueMemberS)
-		if !ok || sv == nil {
-			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a string (S)", name, attrType(v)))
-			return ""
-		}
-		if required && sv.Value == "" {
-			errs = append(errs, fmt.Errorf("attribute %q is empty", name))
-		}
-		return sv.Value
-	}
-	num := func(name string) int64 {
-		v, ok := item[name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("attribute %q is missing", name))
-			return 0
-		}
-		nv, ok := v.(*types.AttributeValueMemberN)
-		if !ok || nv == nil {
-			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a number (N)", name, attrType(v)))
-			return 0
-		}
-		n, err := strconv.ParseInt(nv.Value, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("attribute %q = %q is not a whole number: %w", name, nv.Value, err))
-		}
-		return n
-	}
-	pk := str(attrPK, true)
-	l.ShardID = str(attrShardID, true)
-	l.Group = str(attrGroup, true)
-	l.Stream = str(attrStream, true)
-	l.Owner = str(attrOwner, false)
-	l.Generation = num(attrGeneration)
-	l.Counter = num(attrCounter)
-	l.Checkpoint = str(attrCheckpoint, false)
-	l.PendingOwner = str(attrPendingOwner, false)
-	if _, ok := item[attrIncarnation]; ok { // absent from leases no heartbeat vouches for
-		l.Incarnation = num(attrIncarnation)
+	r := &itemReader{item: item}
+	pk := r.str(attrPK, true)
+	l := Lease{
+		ShardID:      r.str(attrShardID, true),
+		Group:        r.str(attrGroup, true),
+		Stream:       r.str(attrStream, true),
+		Owner:        r.str(attrOwner, false),
+		Generation:   r.num(attrGeneration, true),
+		Counter:      r.num(attrCounter, true),
+		Checkpoint:   r.str(attrCheckpoint, false),
+		PendingOwner: r.str(attrPendingOwner, false),
 	}
 	if v, ok := item[attrParents]; ok {
 		lv, ok := v.(*types.AttributeValueMemberL)
 		if !ok || lv == nil {
-			errs = append(errs, fmt.Errorf("attribute %q is a %s, want a list (L) of strings", attrParents, attrType(v)))
+			r.errs = append(r.errs, fmt.Errorf("attribute %q is a %s, want a list (L) of strings", attrParents, attrType(v)))
 		} else if len(lv.Value) > 0 {
 			l.Parents = make([]string, 0, len(lv.Value))
 			for i, e := range lv.Value {
 				sv, ok := e.(*types.AttributeValueMemberS)
 				if !ok || sv == nil {
-					errs = append(errs, fmt.Errorf("attribute %q element %d is a %s, want a string (S)", attrParents, i, attrType(e)))
+					r.errs = append(r.errs, fmt.Errorf("attribute %q element %d is a %s, want a string (S)", attrParents, i, attrType(e)))
 					continue
 				}
 				l.Parents = append(l.Parents, sv.Value)
@@ -140,12 +134,12 @@ func parseLeaseItem(item map[string]types.AttributeValue, wantPK func(Key) strin
 		}
 	}
 	if pk != "" && l.Group != "" && l.Stream != "" {
-		if want := wantPK(l.Key()); pk != want {
-			errs = append(errs, fmt.Errorf("attribute %q = %q does not match stream %q, group %q and shard %q (want %q)",
+		if want := DynamoDBPartitionKey(l.Key()); pk != want {
+			r.errs = append(r.errs, fmt.Errorf("attribute %q = %q does not match stream %q, group %q and shard %q (want %q)",
 				attrPK, pk, l.Stream, l.Group, l.ShardID, want))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(r.errs...); err != nil {
 		return Lease{}, err
 	}
 	return l, nil

@@ -2,10 +2,6 @@ package lease
 
 import (
 	"fmt"
-	"maps"
-	"reflect"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -73,14 +69,15 @@ func TestDynamoDBItemSize(t *testing.T) {
 		t.Fatalf("DynamoDBItemSize = %d, want %d", got, want)
 	}
 
-	m := Member{Group: "billing", Stream: "orders", Worker: "worker-a", Counter: 5, Incarnation: 7301029384756473829}
+	m := Member{Group: "billing", Stream: "orders", Worker: "worker-a", Counter: 1234}
 	wantMember := len("pk") + len("#orders|billing") + len("shard_id") + len("worker-a") +
-		len("group") + len("billing") + len("stream") + len("orders") + len("counter") + 2 +
-		len("layout") + len("buckets-16") + len("changes") + 2 + // 0: (1+1)/2+1
-		len("incarnation") + 11 + // 19 digits: (19+1)/2+1
-		len("roster") + 2 + len("seen") + 2 // 0 each
+		len("counter") + 3 // "1234": (4+1)/2+1
 	if got := DynamoDBMemberItemSize(m); got != wantMember {
 		t.Fatalf("DynamoDBMemberItemSize = %d, want %d", got, wantMember)
+	}
+	m.Notices = 2
+	if got, want := DynamoDBMemberItemSize(m), wantMember+len("notices")+2; got != want {
+		t.Fatalf("DynamoDBMemberItemSize with notices = %d, want %d", got, want)
 	}
 }
 
@@ -110,73 +107,6 @@ func TestValueSize(t *testing.T) {
 		if got := valueSize(tc.v); got != tc.want {
 			t.Errorf("valueSize(%#v) = %d, want %d", tc.v, got, tc.want)
 		}
-	}
-}
-
-// TestLayoutMarkerFailsOldParsing: an earlier version reads every item of its partition,
-// stream|group, with the leaseFromItem of its time, which is oldLeaseFromItem here: the same
-// decoding, with the partition key stream|group (as of c39f71c, before the buckets). It
-// requires the attributes group, stream (non-empty strings), generation and counter (numbers),
-// and its List fails on an item that lacks them, naming the item's shard_id:
-//
-//	lease list of group "billing" stream "orders" shard "#layout: leases moved to 16
-//	partitions (stream|group|NN); upgrade this worker": DynamoDB table "..." holds a
-//	malformed item: attribute "group" is missing ...
-//
-// (as that version's code answered on dynalite). The marker has none of them, so an earlier
-// version fails instead of creating leases beside the bucketed ones, which would have every
-// shard read twice. It has no owner either: no version could take it for a held lease.
-func TestLayoutMarkerFailsOldParsing(t *testing.T) {
-	marker := layoutMarkerItem("billing", "orders")
-	for _, name := range []string{attrGroup, attrStream, attrGeneration, attrCounter, attrOwner} {
-		if _, ok := marker[name]; ok {
-			t.Errorf("the marker has attribute %q; an earlier version could read it as a lease", name)
-		}
-	}
-	l, err := oldLeaseFromItem(marker)
-	if err == nil {
-		t.Fatalf("an earlier version would read the marker as the lease %+v", l)
-	}
-	for _, want := range []string{`"group" is missing`, `"stream" is missing`, `"generation" is missing`, `"counter" is missing`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("old parsing of the marker: %q does not say %q", err, want)
-		}
-	}
-	if _, err := leaseFromItem(marker); err == nil {
-		t.Fatal("this version reads the marker as a lease")
-	}
-	if !isLayoutMarker(marker) {
-		t.Fatal("isLayoutMarker does not know the marker")
-	}
-	// What it says is true, and it sorts before every Kinesis shard id.
-	if n := strconv.Itoa(DynamoDBLeaseBuckets); !strings.Contains(layoutMarkerShardID, n+" partitions") || layoutName != "buckets-"+n {
-		t.Fatalf("marker %q / %q does not name %s buckets", layoutMarkerShardID, layoutName, n)
-	}
-	if layoutMarkerShardID >= "shardId-" {
-		t.Fatalf("the marker's shard id %q sorts after Kinesis shard ids", layoutMarkerShardID)
-	}
-}
-
-// TestOldAndNewLeaseItems: an item of the old layout is read by oldLeaseFromItem only, one of
-// the current layout by leaseFromItem only, so that the store tells them apart in any
-// partition.
-func TestOldAndNewLeaseItems(t *testing.T) {
-	l := Lease{Group: "g", Stream: "s", ShardID: "shardId-000000000000", Owner: "w", Generation: 2, Counter: 3,
-		Checkpoint: "9", Parents: []string{"p"}, PendingOwner: "v"}
-	item := leaseToItem(l)
-	if got, err := leaseFromItem(item); err != nil || !reflect.DeepEqual(got, l) {
-		t.Fatalf("leaseFromItem(leaseToItem) = %+v, %v", got, err)
-	}
-	if _, err := oldLeaseFromItem(item); err == nil || !strings.Contains(err.Error(), `want "s|g"`) {
-		t.Fatalf("oldLeaseFromItem of a bucketed item: %v, want a partition key error", err)
-	}
-	old := maps.Clone(item)
-	old[attrPK] = &types.AttributeValueMemberS{Value: "s|g"}
-	if got, err := oldLeaseFromItem(old); err != nil || !reflect.DeepEqual(got, l) {
-		t.Fatalf("oldLeaseFromItem of an old item = %+v, %v", got, err)
-	}
-	if _, err := leaseFromItem(old); err == nil || !strings.Contains(err.Error(), `want "s|g|01"`) {
-		t.Fatalf("leaseFromItem of an old item: %v, want a partition key error", err)
 	}
 }
 

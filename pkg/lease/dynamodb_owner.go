@@ -23,7 +23,7 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 	}
 	names := map[string]string{
 		"#pk": attrPK, "#owner": attrOwner, "#gen": attrGeneration, "#ctr": attrCounter,
-		"#pend": attrPendingOwner, "#inc": attrIncarnation,
+		"#pend": attrPendingOwner,
 	}
 	values := map[string]types.AttributeValue{
 		":g":   numberValue(observed.Generation),
@@ -39,7 +39,7 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 		values[":o"] = &types.AttributeValueMemberS{Value: observed.Owner}
 	}
 	l, failed, err := s.update(ctx, OpTake, key,
-		"SET #owner = :new, #gen = #gen + :one, #ctr = #ctr + :one REMOVE #pend, #inc", cond, names, values)
+		"SET #owner = :new, #gen = #gen + :one, #ctr = #ctr + :one REMOVE #pend", cond, names, values)
 	if err != nil || !failed {
 		return l, err
 	}
@@ -103,28 +103,14 @@ func (s *DynamoDBStore) ownerUpdate(ctx context.Context, op string, held Lease, 
 	return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
 }
 
-// Renew implements Store: counter + 1 and held's incarnation, conditioned on owner and
-// generation.
+// Renew implements Store: counter + 1, conditioned on owner and generation.
 func (s *DynamoDBStore) Renew(ctx context.Context, held Lease) (Lease, error) {
 	if err := s.before(ctx, OpRenew, held.Key(), true); err != nil {
 		return Lease{}, err
 	}
-	set, names, values := withIncarnation("SET #ctr = #ctr + :one", held.Incarnation,
+	return s.ownerUpdate(ctx, OpRenew, held, "SET #ctr = #ctr + :one",
 		map[string]string{"#ctr": attrCounter},
 		map[string]types.AttributeValue{":one": numberValue(1)})
-	return s.ownerUpdate(ctx, OpRenew, held, set, names, values)
-}
-
-// withIncarnation adds the write of an owner's incarnation to set, an update expression of
-// SET clauses only: the attribute is set when it is not 0 and removed when it is.
-func withIncarnation(set string, incarnation int64, names map[string]string, values map[string]types.AttributeValue,
-) (string, map[string]string, map[string]types.AttributeValue) {
-	names["#inc"] = attrIncarnation
-	if incarnation == 0 {
-		return set + " REMOVE #inc", names, values
-	}
-	values[":inc"] = numberValue(incarnation)
-	return set + ", #inc = :inc", names, values
 }
 
 // Checkpoint implements Store: checkpoint set and counter + 1, conditioned on owner and
@@ -138,13 +124,12 @@ func (s *DynamoDBStore) Checkpoint(ctx context.Context, held Lease, checkpoint s
 		// As in MemoryStore: "" would throw the group's progress on the shard away.
 		return Lease{}, fmt.Errorf("lease %s of %s: the checkpoint is empty", OpCheckpoint, key)
 	}
-	set, names, values := withIncarnation("SET #cp = :cp, #ctr = #ctr + :one", held.Incarnation,
+	return s.ownerUpdate(ctx, OpCheckpoint, held, "SET #cp = :cp, #ctr = #ctr + :one",
 		map[string]string{"#cp": attrCheckpoint, "#ctr": attrCounter},
 		map[string]types.AttributeValue{
 			":cp":  &types.AttributeValueMemberS{Value: checkpoint},
 			":one": numberValue(1),
 		})
-	return s.ownerUpdate(ctx, OpCheckpoint, held, set, names, values)
 }
 
 // Release implements Store: owner and pending owner removed, generation and counter + 1,
@@ -154,7 +139,7 @@ func (s *DynamoDBStore) Release(ctx context.Context, held Lease) (Lease, error) 
 		return Lease{}, err
 	}
 	return s.ownerUpdate(ctx, OpRelease, held,
-		"SET #gen = #gen + :one, #ctr = #ctr + :one REMOVE #owner, #pend, #inc",
-		map[string]string{"#ctr": attrCounter, "#pend": attrPendingOwner, "#inc": attrIncarnation},
+		"SET #gen = #gen + :one, #ctr = #ctr + :one REMOVE #owner, #pend",
+		map[string]string{"#ctr": attrCounter, "#pend": attrPendingOwner},
 		map[string]types.AttributeValue{":one": numberValue(1)})
 }

@@ -482,10 +482,71 @@ func TestDynamoDBStoreFaultsNameTableAndWriteNothing(t *testing.T) {
 			t.Errorf("%s: error %q does not name the shard", op, err)
 		}
 	}
+	for op, err := range memberCalls(t.Context(), s, lease.Member{Group: "g", Stream: "s", Worker: "worker-a", Counter: 1}) {
+		if !errors.Is(err, injected) {
+			t.Errorf("%s: error %v, want the injected one", op, err)
+			continue
+		}
+		for _, want := range []string{table, "lease " + op + " of", `group "g" stream "s"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not name %q", op, err, want)
+			}
+		}
+		if op != lease.OpMembers && !strings.Contains(err.Error(), "worker-a") {
+			t.Errorf("%s: error %q does not name the worker", op, err)
+		}
+	}
 	cc.setFault(nil)
 	got := storedLease(t, s)
 	if got.Counter != held.Counter || got.Owner != "worker-a" || got.Checkpoint != "" {
 		t.Fatalf("a failed call wrote: %+v, want %+v", got, held)
+	}
+	if ms, err := s.Members(t.Context(), "g", "s"); err != nil || len(ms) != 0 {
+		t.Fatalf("failed member calls wrote: Members = %+v, %v", ms, err)
+	}
+}
+
+// TestDynamoDBStoreMemberCalls checks what each member call costs: Heartbeat, NotifyMember and
+// RemoveMember one write each, Members one Query per page.
+func TestDynamoDBStoreMemberCalls(t *testing.T) {
+	c := dynamoClient(t)
+	cc := &countingClient{inner: c}
+	s, _ := newTableStore(t, cc, c, "membercalls")
+	ctx := t.Context()
+	calls := func(what string, f func() error, method string, want int) {
+		t.Helper()
+		before, total := cc.count(method), cc.total()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n, all := cc.count(method)-before, cc.total()-total; n != want || all != want {
+			t.Fatalf("%s made %d %s calls and %d in all, want %d", what, n, method, all, want)
+		}
+	}
+	var m lease.Member
+	for _, w := range []string{"worker-e", "worker-d", "worker-c", "worker-b", "worker-a"} {
+		calls("Heartbeat", func() (err error) {
+			m, err = s.Heartbeat(ctx, lease.Member{Group: "g", Stream: "s", Worker: w})
+			return err
+		}, "UpdateItem", 1)
+	}
+	calls("NotifyMember", func() error { return s.NotifyMember(ctx, m) }, "UpdateItem", 1)
+	calls("NotifyMember of no record", func() error {
+		return s.NotifyMember(ctx, lease.Member{Group: "g", Stream: "s", Worker: "worker-none"})
+	}, "UpdateItem", 1)
+	calls("RemoveMember", func() error { return s.RemoveMember(ctx, m) }, "DeleteItem", 1)
+	lease.SetDynamoDBQueryLimit(s, 2)
+	var ms []lease.Member
+	calls("Members of 4 records, 2 a page", func() (err error) {
+		ms, err = s.Members(ctx, "g", "s")
+		return err
+	}, "Query", 3) // the third page is empty: DynamoDB cannot tell the second was the last
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.Worker)
+	}
+	if fmt.Sprint(names) != "[worker-b worker-c worker-d worker-e]" {
+		t.Fatalf("Members over pages = %v, want worker-b to worker-e in order", names)
 	}
 }
 
@@ -577,6 +638,16 @@ func TestDynamoDBStoreMalformedItems(t *testing.T) {
 		}
 	}
 	t.Logf("server-side failure: %v", err)
+
+	put(map[string]types.AttributeValue{
+		"pk": str(lease.DynamoDBMemberPartitionKey("g", "s")), "shard_id": str("worker-bad"), "counter": str("1"),
+	})
+	_, err = s.Members(t.Context(), "g", "s")
+	for _, want := range []string{table, "lease members of", "worker-bad", `"counter" is a string (S)`, "malformed"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Members of a partition with a malformed record: %v, want an error that says %q", err, want)
+		}
+	}
 }
 
 func TestDynamoDBStoreRejectsSeparatorInStreamName(t *testing.T) {
@@ -798,9 +869,8 @@ func TestDynamoDBStoreSetupFaultsNameTable(t *testing.T) {
 // TestDynamoDBStoreLongestKeys: the longest names the driver lets through (a 128-byte stream,
 // a group of 2048-128-1-MemberKeyOverhead bytes, a 1000-byte worker id with a "#12" suffix) fit
 // the table's keys: the partition key of a lease (stream|group|NN, the longest the store
-// writes: exactly 2048 bytes), of the old layout's partition the store reads and marks
-// (stream|group), of a member record (#stream|group), and the sort key of a member record; one
-// byte more of group does not fit a lease's partition key.
+// writes: exactly 2048 bytes), of a member record (#stream|group), and the sort key of a member
+// record; one byte more of group does not fit a lease's partition key.
 func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	c := dynamoClient(t)
 	s, _ := newTableStore(t, c, c, "longest")
@@ -824,7 +894,7 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	if ls, err := s.List(ctx, group, stream); err != nil || len(ls) != 1 || ls[0].Owner != worker {
 		t.Fatalf("List = %d leases, %v; want the one taken", len(ls), err)
 	}
-	if _, err := s.Join(ctx, lease.Member{Group: group, Stream: stream, Worker: worker, Incarnation: 1}); err != nil {
+	if _, err := s.Heartbeat(ctx, lease.Member{Group: group, Stream: stream, Worker: worker}); err != nil {
 		t.Fatalf("Heartbeat with a %d-byte group and a %d-byte worker: %v", len(group), len(worker), err)
 	}
 	if ms, err := s.Members(ctx, group, stream); err != nil || len(ms) != 1 || ms[0].Worker != worker {
@@ -833,7 +903,7 @@ func TestDynamoDBStoreLongestKeys(t *testing.T) {
 	if _, err := s.Create(ctx, lease.Lease{Group: group + "g", Stream: stream, ShardID: "shardId-000000000000"}); err == nil {
 		t.Fatalf("Create with a %d-byte group succeeded; the limit the driver enforces would be too loose", len(group)+1)
 	}
-	if _, err := s.Join(ctx, lease.Member{Group: "g", Stream: stream, Worker: strings.Repeat("w", 1025), Incarnation: 1}); err == nil {
+	if _, err := s.Heartbeat(ctx, lease.Member{Group: "g", Stream: stream, Worker: strings.Repeat("w", 1025)}); err == nil {
 		t.Fatal("Heartbeat with a 1025-byte worker succeeded; DynamoDB's sort key limit is 1024 bytes")
 	}
 	// A stream name cannot start with '#': its leases would share the member partition of

@@ -69,10 +69,9 @@ type KCLConfig struct {
 	// handed the table starts them where the Subscriber would. Children of a split or merge
 	// always get KCLTrimHorizon, as the KCL gives them. Default KCLTrimHorizon.
 	InitialPosition string
-	// MemberTableName is the table of the group's member records (Join, Heartbeat and the
-	// rest), kept apart from the lease table, in the layout of a DynamoDBStore: a KCL worker
-	// takes every item of its lease table for a lease. Default: TableName +
-	// DefaultKCLMemberTableSuffix.
+	// MemberTableName is the table of the group's member records (Membership), kept apart
+	// from the lease table, in the layout of a DynamoDBStore: a KCL worker takes every item of
+	// its lease table for a lease. Default: TableName + DefaultKCLMemberTableSuffix.
 	MemberTableName string
 	// CreateMemberTable makes NewKCLStore create the member table (on-demand capacity) when
 	// it does not exist. Default false: a missing member table is ErrTableNotFound.
@@ -172,10 +171,10 @@ func streamOfIdentifier(id string) (string, bool) {
 // an unread shard (TRIM_HORIZON, LATEST, AT_TIMESTAMP) reads as no checkpoint ("").
 //
 // What the KCL has no attribute for is kept in attributes of this store's own, which KCL
-// workers ignore: watermillGeneration (Lease.Generation), and watermillOwner,
-// watermillIncarnation and watermillPendingOwner, which count only while watermillOwner is
-// the item's leaseOwner: a KCL worker that takes the lease changes leaseOwner alone, and the
-// owner's incarnation or a handoff request then no longer apply. Every write is one
+// workers ignore: watermillGeneration (Lease.Generation), watermillCheckpoint (the checkpoint
+// as given), and watermillOwner and watermillPendingOwner, which counts only while
+// watermillOwner is the item's leaseOwner: a KCL worker that takes the lease changes leaseOwner
+// alone, and a handoff request then no longer applies. Every write is one
 // UpdateItem (a PutItem for Create) that sets only what it changes, so attributes this store
 // does not know (hash key range, throughput, anything a later KCL adds) are kept as they are.
 //
@@ -202,7 +201,10 @@ type KCLStore struct {
 	streamIDs *identifierCache
 }
 
-var _ Store = (*KCLStore)(nil)
+var (
+	_ Store      = (*KCLStore)(nil)
+	_ Membership = (*KCLStore)(nil)
+)
 
 // NewKCLStore validates cfg, checks that the KCL lease table exists with the KCL's key schema
 // (partition key leaseKey, a string, and no sort key), and opens the member table (creating
@@ -312,16 +314,7 @@ func (s *KCLStore) memberTable() (*DynamoDBStore, error) {
 	return s.members, nil
 }
 
-// Join implements Store on the member table.
-func (s *KCLStore) Join(ctx context.Context, m Member) (Member, error) {
-	t, err := s.memberTable()
-	if err != nil {
-		return Member{}, err
-	}
-	return t.Join(ctx, m)
-}
-
-// Heartbeat implements Store on the member table.
+// Heartbeat implements Membership on the member table.
 func (s *KCLStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 	t, err := s.memberTable()
 	if err != nil {
@@ -330,16 +323,7 @@ func (s *KCLStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
 	return t.Heartbeat(ctx, m)
 }
 
-// FenceMember implements Store on the member table.
-func (s *KCLStore) FenceMember(ctx context.Context, observed Member) error {
-	t, err := s.memberTable()
-	if err != nil {
-		return err
-	}
-	return t.FenceMember(ctx, observed)
-}
-
-// Members implements Store on the member table.
+// Members implements Membership on the member table.
 func (s *KCLStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
 	t, err := s.memberTable()
 	if err != nil {
@@ -348,31 +332,22 @@ func (s *KCLStore) Members(ctx context.Context, group, stream string) ([]Member,
 	return t.Members(ctx, group, stream)
 }
 
-// NotifyMember implements Store on the member table.
-func (s *KCLStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
-	t, err := s.memberTable()
-	if err != nil {
-		return err
-	}
-	return t.NotifyMember(ctx, group, stream, worker)
-}
-
-// LeadingMembers implements Store on the member table.
-func (s *KCLStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
-	t, err := s.memberTable()
-	if err != nil {
-		return nil, err
-	}
-	return t.LeadingMembers(ctx, group, stream, n)
-}
-
-// RemoveMember implements Store on the member table.
+// RemoveMember implements Membership on the member table.
 func (s *KCLStore) RemoveMember(ctx context.Context, observed Member) error {
 	t, err := s.memberTable()
 	if err != nil {
 		return err
 	}
 	return t.RemoveMember(ctx, observed)
+}
+
+// NotifyMember implements Membership on the member table.
+func (s *KCLStore) NotifyMember(ctx context.Context, m Member) error {
+	t, err := s.memberTable()
+	if err != nil {
+		return err
+	}
+	return t.NotifyMember(ctx, m)
 }
 
 var _ ForeignTable = (*KCLStore)(nil)

@@ -45,7 +45,7 @@ func (s *KCLStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
 		return Lease{}, &ConditionError{Op: OpHandoff, Key: key, Err: ErrLeaseLost}
 	}
 	l, failed, err := s.update(ctx, OpHandoff, key,
-		"SET #owner = #pend, #wo = #pend, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :one REMOVE #pend, #inc",
+		"SET #owner = #pend, #wo = #pend, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :one REMOVE #pend",
 		kclOwnerCondition+kclGenerationCondition(held.Generation)+" AND attribute_exists(#pend)",
 		map[string]types.AttributeValue{
 			":me": &types.AttributeValueMemberS{Value: held.Owner}, ":g": numberValue(held.Generation),

@@ -31,7 +31,6 @@ const (
 	kclEntityTypeLease  = "LEASE"
 	kclWatermillGen     = "watermillGeneration"
 	kclWatermillOwner   = "watermillOwner"
-	kclWatermillInc     = "watermillIncarnation"
 	kclWatermillPending = "watermillPendingOwner"
 	// kclWatermillCheckpoint is the checkpoint as this store was given it, beside the KCL's
 	// pair: "seq" and "seq:0" are the same pair, but not the same resume (checkpointOfKCL).
@@ -245,7 +244,6 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 	l.Checkpoint = checkpointOfKCL(seq, r.num(kclCheckpointSub, false), r.str(kclWatermillCheckpoint, false))
 	l.Parents = r.strings(kclParents)
 	if owner != "" && mine == owner {
-		l.Incarnation = r.num(kclWatermillInc, false)
 		l.PendingOwner = r.str(kclWatermillPending, false)
 	} else if owner != "" {
 		// leaseOwner was written by a KCL worker: it took or created the lease, or is taking

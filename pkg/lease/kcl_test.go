@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,5 +159,23 @@ func TestKCLStoreReads3xHandoff(t *testing.T) {
 	}
 	if l := list[1]; l.Owner != "kcl-next" || l.PendingOwner != "" || !l.Foreign {
 		t.Errorf("a handoff away from wm-1 reads as %+v, want owner kcl-next, foreign", l)
+	}
+}
+
+// A KCLStore opened with LeasesOnly has no member table: every member call fails with
+// ErrNoMemberTable, naming the lease table.
+func TestKCLStoreLeasesOnlyHasNoMembers(t *testing.T) {
+	c := dynamoClient(t)
+	table := tableName(t, "kcl-leases-only")
+	dropTable(t, c, table)
+	s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Stream: "orders",
+		CreateLeaseTable: true, LeasesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for op, err := range memberCalls(t.Context(), s, lease.Member{Group: table, Stream: "orders", Worker: "wm-1"}) {
+		if !errors.Is(err, lease.ErrNoMemberTable) || !strings.Contains(err.Error(), table) {
+			t.Errorf("%s: %v, want ErrNoMemberTable naming the table", op, err)
+		}
 	}
 }

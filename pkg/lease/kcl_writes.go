@@ -27,7 +27,7 @@ const (
 func kclNames() map[string]string {
 	return map[string]string{
 		"#key": kclLeaseKey, "#owner": kclOwner, "#ctr": kclCounter, "#gen": kclWatermillGen, "#wo": kclWatermillOwner,
-		"#inc": kclWatermillInc, "#pend": kclWatermillPending, "#cpo": kclCheckpointOwner, "#sw": kclOwnerSwitches,
+		"#pend": kclWatermillPending, "#cpo": kclCheckpointOwner, "#sw": kclOwnerSwitches,
 		"#cp": kclCheckpoint, "#cpsub": kclCheckpointSub, "#wcp": kclWatermillCheckpoint,
 		"#pcp": kclPending, "#pcpsub": kclPendingSub, "#pcpstate": kclPendingState,
 	}
@@ -267,7 +267,7 @@ func (s *KCLStore) Take(ctx context.Context, observed Lease, owner string) (Leas
 		values[":o"] = &types.AttributeValueMemberS{Value: observed.Owner}
 	}
 	l, failed, err := s.update(ctx, OpTake, key,
-		"SET #owner = :new, #wo = :new, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :sw REMOVE #pend, #inc, #cpo",
+		"SET #owner = :new, #wo = :new, #gen = :next, #ctr = #ctr + :one, #sw = if_not_exists(#sw, :zero) + :sw REMOVE #pend, #cpo",
 		kclCounterCondition+" AND "+ownerCond+" AND "+kclGenerationCondition(observed.Generation), values)
 	if err != nil || !failed {
 		return l, err
@@ -305,27 +305,9 @@ func (s *KCLStore) ownerUpdate(ctx context.Context, op string, held Lease, set s
 	return Lease{}, &ConditionError{Op: op, Key: key, Err: ErrLeaseLost}
 }
 
-// kclUpdateExpression joins SET and REMOVE actions into one update expression, with the
-// write of an owner's incarnation (see withIncarnation): set when it is not 0, removed when it
-// is.
-func kclUpdateExpression(set, remove []string, incarnation int64, values map[string]types.AttributeValue) string {
-	if incarnation == 0 {
-		remove = append(remove, "#inc")
-	} else {
-		values[":inc"] = numberValue(incarnation)
-		set = append(set, "#inc = :inc")
-	}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
-	}
-	return expr
-}
-
-// Renew implements Store: leaseCounter + 1 and held's incarnation, conditioned on ownership.
+// Renew implements Store: leaseCounter + 1, conditioned on ownership.
 func (s *KCLStore) Renew(ctx context.Context, held Lease) (Lease, error) {
-	values := map[string]types.AttributeValue{}
-	return s.ownerUpdate(ctx, OpRenew, held, kclUpdateExpression([]string{"#ctr = #ctr + :one"}, nil, held.Incarnation, values), values)
+	return s.ownerUpdate(ctx, OpRenew, held, "SET #ctr = #ctr + :one", map[string]types.AttributeValue{})
 }
 
 // Checkpoint implements Store as the KCL checkpoints: checkpoint and
@@ -344,16 +326,14 @@ func (s *KCLStore) Checkpoint(ctx context.Context, held Lease, checkpoint string
 		":seq": &types.AttributeValueMemberS{Value: seq}, ":sub": numberValue(sub),
 		":cp": &types.AttributeValueMemberS{Value: checkpoint}, ":zero": numberValue(0),
 	}
-	set := kclUpdateExpression(
-		[]string{"#cp = :seq", "#cpsub = :sub", "#wcp = :cp", "#sw = :zero", "#ctr = #ctr + :one"},
-		[]string{"#pcp", "#pcpsub", "#pcpstate"}, held.Incarnation, values)
-	return s.ownerUpdate(ctx, OpCheckpoint, held, set, values)
+	return s.ownerUpdate(ctx, OpCheckpoint, held,
+		"SET #cp = :seq, #cpsub = :sub, #wcp = :cp, #sw = :zero, #ctr = #ctr + :one REMOVE #pcp, #pcpsub, #pcpstate", values)
 }
 
 // Release implements Store as the KCL evicts a lease: leaseOwner removed (and this store's
 // owner attributes), generation and leaseCounter + 1, conditioned on ownership.
 func (s *KCLStore) Release(ctx context.Context, held Lease) (Lease, error) {
-	return s.ownerUpdate(ctx, OpRelease, held, "SET #gen = :next, #ctr = #ctr + :one REMOVE #owner, #wo, #pend, #inc",
+	return s.ownerUpdate(ctx, OpRelease, held, "SET #gen = :next, #ctr = #ctr + :one REMOVE #owner, #wo, #pend",
 		map[string]types.AttributeValue{":next": numberValue(held.Generation + 1)})
 }
 

@@ -27,9 +27,9 @@ const (
 // faultFunc is the hook SetFault installs; see there.
 type faultFunc func(ctx context.Context, op string, key Key) error
 
-// MemoryStore is a Store held in process memory. It is the lease table of every test and of the
-// quickstart: it applies the same conditions as the DynamoDB store and passes the same
-// conformance suite (package leasetest), so the coordinator behaves the same on both.
+// MemoryStore is a Store and Membership held in process memory. It is the lease table of every
+// test and of the quickstart: it applies the same conditions as the DynamoDB store and passes
+// the same conformance suite (package leasetest), so the coordinator behaves the same on both.
 //
 // The zero value is not usable; call NewMemoryStore.
 type MemoryStore struct {
@@ -43,7 +43,10 @@ type MemoryStore struct {
 // also what List reads.
 type streamKey struct{ group, stream string }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store      = (*MemoryStore)(nil)
+	_ Membership = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
@@ -52,8 +55,9 @@ func NewMemoryStore() *MemoryStore {
 
 // SetFault installs a hook that runs before every operation, so tests can script a lease table
 // that is slow, throttled or unreachable. A non-nil error from f becomes the operation's error
-// and no lease is touched; f may block (it should honour ctx) to model a slow call. op is one of
-// the Op constants; for List, key carries only Group and Stream. nil removes the hook.
+// and no lease or member record is touched; f may block (it should honour ctx) to model a slow
+// call. op is one of the Op constants; for List and Members, key carries only Group and Stream,
+// and for the other member calls its ShardID is the worker. nil removes the hook.
 //
 // SetFault may be called at any time, also while operations run: each operation uses the hook
 // installed when it starts.
@@ -104,7 +108,6 @@ func (s *MemoryStore) Create(ctx context.Context, l Lease) (Lease, error) {
 	stored := l.Clone()
 	stored.Generation = 0
 	stored.Counter = 1
-	stored.Incarnation = 0
 	stored.Foreign = false // a MemoryStore holds no foreign worker's lease
 	shards[key.ShardID] = stored
 	return stored.Clone(), nil
@@ -146,7 +149,6 @@ func (s *MemoryStore) Take(ctx context.Context, observed Lease, owner string) (L
 		cur.Owner = owner
 		cur.Generation++
 		cur.PendingOwner = ""
-		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -161,7 +163,6 @@ func (s *MemoryStore) Renew(ctx context.Context, held Lease) (Lease, error) {
 		if !holds(cur, held) {
 			return Lease{}, ErrLeaseLost
 		}
-		cur.Incarnation = held.Incarnation
 		return cur, nil
 	})
 }
@@ -182,7 +183,6 @@ func (s *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 			return Lease{}, ErrLeaseLost
 		}
 		cur.Checkpoint = checkpoint
-		cur.Incarnation = held.Incarnation
 		return cur, nil
 	})
 }
@@ -200,7 +200,6 @@ func (s *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 		cur.Owner = ""
 		cur.Generation++
 		cur.PendingOwner = ""
-		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -244,7 +243,6 @@ func (s *MemoryStore) Handoff(ctx context.Context, held Lease) (Lease, error) {
 		cur.Owner = cur.PendingOwner
 		cur.Generation++
 		cur.PendingOwner = ""
-		cur.Incarnation = 0
 		return cur, nil
 	})
 }
@@ -269,9 +267,9 @@ func (s *MemoryStore) DeleteFinished(ctx context.Context, observed Lease) error 
 	return nil
 }
 
-// Join implements Store.
-func (s *MemoryStore) Join(ctx context.Context, m Member) (Member, error) {
-	if err := s.beforeMember(ctx, OpJoin, m); err != nil {
+// Heartbeat implements Membership.
+func (s *MemoryStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
+	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
 		return Member{}, err
 	}
 	s.mu.Lock()
@@ -280,98 +278,22 @@ func (s *MemoryStore) Join(ctx context.Context, m Member) (Member, error) {
 	if s.members[sk] == nil {
 		s.members[sk] = make(map[string]Member)
 	}
-	m.Counter, m.Fenced, m.Asked = 1, false, 0
-	s.members[sk][m.Worker] = m
-	return m, nil
-}
-
-// NotifyMember implements Store.
-func (s *MemoryStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
-	m := Member{Group: group, Stream: stream, Worker: worker}
-	if err := s.beforeMember(ctx, OpNotifyMember, m); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if members, cur, ok := s.memberLocked(m); ok {
-		cur.Asked++
-		members[worker] = cur
-	}
-	return nil
-}
-
-// Heartbeat implements Store.
-func (s *MemoryStore) Heartbeat(ctx context.Context, m Member) (Member, error) {
-	if err := s.beforeMember(ctx, OpHeartbeat, m); err != nil {
-		return Member{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	members, cur, ok := s.memberLocked(m)
-	if !ok || cur.Incarnation != m.Incarnation || cur.Fenced {
-		return Member{}, &ConditionError{Op: OpHeartbeat, Key: m.Key(), Err: ErrMemberFenced}
-	}
+	cur := s.members[sk][m.Worker] // the zero record if there is none: Counter 0, Notices 0
+	cur.Group, cur.Stream, cur.Worker = m.Group, m.Stream, m.Worker
 	cur.Counter++
-	cur.Changes, cur.Roster, cur.Seen = m.Changes, m.Roster, m.Seen
-	members[m.Worker] = cur
+	s.members[sk][m.Worker] = cur
 	return cur, nil
 }
 
-// LeadingMembers implements Store.
-func (s *MemoryStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error) {
-	all, err := s.memberList(ctx, OpLeading, group, stream)
-	if err != nil {
-		return nil, err
-	}
-	return all[:min(max(n, 0), len(all))], nil
-}
-
-// memberLocked is the member records of m's group and stream and m's worker's record, if any.
-// The caller holds s.mu.
-func (s *MemoryStore) memberLocked(m Member) (map[string]Member, Member, bool) {
-	members := s.members[streamKey{m.Group, m.Stream}]
-	cur, ok := members[m.Worker]
-	return members, cur, ok
-}
-
-// memberMoved: the record is no longer the one observed (its counter moved, or it is another
-// incarnation, when observed names one), the condition of FenceMember and RemoveMember.
-func memberMoved(cur, observed Member) bool {
-	return cur.Counter != observed.Counter || observed.Incarnation != 0 && cur.Incarnation != observed.Incarnation
-}
-
-// FenceMember implements Store.
-func (s *MemoryStore) FenceMember(ctx context.Context, observed Member) error {
-	if err := s.beforeMember(ctx, OpFenceMember, observed); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	members, cur, ok := s.memberLocked(observed)
-	switch {
-	case !ok:
-		return nil
-	case memberMoved(cur, observed):
-		return &ConditionError{Op: OpFenceMember, Key: observed.Key(), Err: ErrMemberChanged}
-	}
-	cur.Fenced = true
-	members[observed.Worker] = cur
-	return nil
-}
-
-// Members implements Store.
+// Members implements Membership.
 func (s *MemoryStore) Members(ctx context.Context, group, stream string) ([]Member, error) {
-	return s.memberList(ctx, OpMembers, group, stream)
-}
-
-// memberList is every member record of the group on the stream, ordered by worker.
-func (s *MemoryStore) memberList(ctx context.Context, op, group, stream string) ([]Member, error) {
-	if err := s.before(ctx, op, Key{Group: group, Stream: stream}, false); err != nil {
+	if err := s.before(ctx, OpMembers, Key{Group: group, Stream: stream}, false); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	out := make([]Member, 0, len(s.members[streamKey{group, stream}]))
-	for _, m := range s.members[streamKey{group, stream}] {
+	members := s.members[streamKey{group, stream}]
+	out := make([]Member, 0, len(members))
+	for _, m := range members {
 		out = append(out, m)
 	}
 	s.mu.Unlock()
@@ -379,21 +301,36 @@ func (s *MemoryStore) memberList(ctx context.Context, op, group, stream string) 
 	return out, nil
 }
 
-// RemoveMember implements Store.
+// RemoveMember implements Membership.
 func (s *MemoryStore) RemoveMember(ctx context.Context, observed Member) error {
 	if err := s.beforeMember(ctx, OpRemoveMember, observed); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members, cur, ok := s.memberLocked(observed)
-	switch {
+	members := s.members[streamKey{observed.Group, observed.Stream}]
+	switch cur, ok := members[observed.Worker]; {
 	case !ok:
 		return nil
-	case memberMoved(cur, observed):
+	case cur.Counter != observed.Counter:
 		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
 	}
 	delete(members, observed.Worker)
+	return nil
+}
+
+// NotifyMember implements Membership.
+func (s *MemoryStore) NotifyMember(ctx context.Context, m Member) error {
+	if err := s.beforeMember(ctx, OpNotifyMember, m); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	members := s.members[streamKey{m.Group, m.Stream}]
+	if cur, ok := members[m.Worker]; ok {
+		cur.Notices++
+		members[m.Worker] = cur
+	}
 	return nil
 }
 
@@ -405,7 +342,7 @@ func (s *MemoryStore) beforeMember(ctx context.Context, op string, m Member) err
 	return s.before(ctx, op, m.Key(), true)
 }
 
-// checkHandoffRequest is what both stores check of a RequestHandoff before asking the table:
+// checkHandoffRequest is what every store checks of a RequestHandoff before asking the table:
 // input no condition could make right is a plain error, and a lease observed free is
 // ErrLeaseChanged without a trip to the table (there is no owner to ask; a free lease is taken,
 // not requested).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,12 @@ import (
 
 func TestMemoryStoreConformance(t *testing.T) {
 	leasetest.Run(t, func(*testing.T) lease.Store { return lease.NewMemoryStore() })
+}
+
+// TestLeasesOnlyStoreConformance: a store without Membership passes the suite too (its member
+// cases skip).
+func TestLeasesOnlyStoreConformance(t *testing.T) {
+	leasetest.Run(t, func(*testing.T) lease.Store { return struct{ lease.Store }{lease.NewMemoryStore()} })
 }
 
 // seeded is a store with one lease owned by worker-a, and that lease.
@@ -53,11 +60,23 @@ func calls(ctx context.Context, s lease.Store, held lease.Lease) map[string]erro
 	return errs
 }
 
+// memberCalls runs every member call once, for m, and returns their errors by op name.
+func memberCalls(ctx context.Context, s lease.Membership, m lease.Member) map[string]error {
+	errs := map[string]error{}
+	_, errs[lease.OpHeartbeat] = s.Heartbeat(ctx, m)
+	_, errs[lease.OpMembers] = s.Members(ctx, m.Group, m.Stream)
+	errs[lease.OpRemoveMember] = s.RemoveMember(ctx, m)
+	errs[lease.OpNotifyMember] = s.NotifyMember(ctx, m)
+	return errs
+}
+
 func TestMemoryStoreFaultFailsEveryOpAndWritesNothing(t *testing.T) {
 	s, held := seeded(t)
 	injected := errors.New("injected: ProvisionedThroughputExceeded")
 	s.SetFault(func(context.Context, string, lease.Key) error { return injected })
-	for op, err := range calls(t.Context(), s, held) {
+	errs := calls(t.Context(), s, held)
+	maps.Copy(errs, memberCalls(t.Context(), s, lease.Member{Group: "g", Stream: "s", Worker: "worker-a", Counter: 1}))
+	for op, err := range errs {
 		if !errors.Is(err, injected) {
 			t.Errorf("%s: error %v, want the injected one", op, err)
 		}
@@ -66,6 +85,9 @@ func TestMemoryStoreFaultFailsEveryOpAndWritesNothing(t *testing.T) {
 	got := storedLease(t, s)
 	if got.Counter != held.Counter || got.Owner != "worker-a" || got.Checkpoint != "" {
 		t.Fatalf("a failed call wrote: %+v, want %+v", got, held)
+	}
+	if ms, err := s.Members(t.Context(), "g", "s"); err != nil || len(ms) != 0 {
+		t.Fatalf("failed member calls wrote: Members = %+v, %v", ms, err)
 	}
 }
 
@@ -81,6 +103,8 @@ func TestMemoryStoreFaultSeesOpAndKey(t *testing.T) {
 		return nil
 	})
 	errs := calls(t.Context(), s, held)
+	worker := lease.Member{Group: "g", Stream: "s", Worker: "worker-a"}
+	memberCalls(t.Context(), s, worker)
 	want := []call{
 		{lease.OpCreate, lease.Key{Group: "g", Stream: "s", ShardID: "shard-1"}},
 		{lease.OpList, lease.Key{Group: "g", Stream: "s"}},
@@ -90,6 +114,10 @@ func TestMemoryStoreFaultSeesOpAndKey(t *testing.T) {
 		{lease.OpRelease, held.Key()},
 		{lease.OpRequestHandoff, held.Key()},
 		{lease.OpHandoff, held.Key()},
+		{lease.OpHeartbeat, worker.Key()},
+		{lease.OpMembers, lease.Key{Group: "g", Stream: "s"}},
+		{lease.OpRemoveMember, worker.Key()},
+		{lease.OpNotifyMember, worker.Key()},
 	}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("hook saw %v, want %v", seen, want)

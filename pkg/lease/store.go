@@ -4,7 +4,14 @@
 //
 // A Store is the persistence seam. Every write is conditional, so two instances racing for the
 // same lease never both win, and an instance that lost a lease learns so from ErrLeaseLost
-// instead of overwriting the new owner's progress.
+// instead of overwriting the new owner's progress. A Store may also keep the group's member
+// records (Membership), which only count the workers for the fair shares.
+//
+// Three stores come with the package: MemoryStore (one process, and every test), DynamoDBStore
+// (a table of this package's layout) and KCLStore (a KCL application's lease table). To keep
+// leases in another database, implement Store (and, optionally, Membership) and run the
+// conformance suite of package leasetest against it: docs/consumer-groups.md, "Writing a
+// lease store", says what each call must guarantee and why.
 package lease
 
 import (
@@ -47,14 +54,6 @@ type Lease struct {
 	// PendingOwner is a worker that asked for this lease to be handed over to it ("" if none);
 	// see RequestHandoff.
 	PendingOwner string
-	// Incarnation is the incarnation of Owner's member record (Member.Incarnation) on whose
-	// heartbeats the owner's last write of this lease also relies, or 0 when it relies on
-	// the lease's own Counter alone. An owner that writes a non-zero Incarnation promises to
-	// stop delivering once its heartbeats stop, as HeartbeatStop says, so that another worker
-	// may time the lease from the owner's heartbeats (HeartbeatSince) rather than only from
-	// its next listing. Renew and Checkpoint store held's Incarnation, RequestHandoff keeps
-	// it, and every other write (Create, Take, Release, Handoff) stores 0.
-	Incarnation int64
 	// Foreign reports that Owner holds the lease outside this package's protocol: a KCL
 	// worker on a KCL application's lease table (KCLStore), which took or created the lease
 	// itself. Such an owner answers no handoff request and heartbeats no member record, and a
@@ -123,7 +122,9 @@ func (e *ConditionError) Error() string {
 func (e *ConditionError) Unwrap() error { return e.Err }
 
 // Store persists leases. Implementations must be safe for concurrent use, make every write
-// conditional as documented, and return copies (never shared slices).
+// conditional as documented, and return copies (never shared slices). A Store that also
+// implements Membership keeps the group's member records; one that does not still runs a
+// group.
 //
 // Every write that succeeds increments Counter by one; a write that fails changes nothing.
 //
@@ -191,44 +192,6 @@ type Store interface {
 	// once its children are being read. Returns ErrLeaseChanged if the lease moved on or is
 	// not at ShardEnd; a lease already gone is not an error.
 	DeleteFinished(ctx context.Context, observed Lease) error
-
-	// Join writes m's member record afresh: Counter 1, m's Changes, Roster, Seen and
-	// Incarnation (which must not be 0), Asked 0, not fenced. It replaces any record of the worker, which fences an
-	// earlier incarnation of it for good (its heartbeats then fail).
-	Join(ctx context.Context, m Member) (Member, error)
-
-	// Heartbeat increments the Counter of m's member record and sets its Changes, Roster and
-	// Seen to m's,
-	// provided the record is of m's Incarnation and not fenced, and returns the record as
-	// stored. Returns ErrMemberFenced otherwise (also when the record is gone): that
-	// incarnation can never heartbeat again, and the worker Joins as a new one.
-	Heartbeat(ctx context.Context, m Member) (Member, error)
-
-	// FenceMember marks the member record fenced, provided its Incarnation and Counter are
-	// still observed's, so that no heartbeat of that incarnation succeeds after it (see
-	// HeartbeatSince). A record already fenced at the same incarnation and counter, or gone,
-	// is not an error. Returns ErrMemberChanged if the record moved on (the member is alive).
-	FenceMember(ctx context.Context, observed Member) error
-
-	// Members returns every member record of the group on the stream, ordered by worker.
-	Members(ctx context.Context, group, stream string) ([]Member, error)
-
-	// NotifyMember moves the Asked count of worker's member record (see Member.Asked); a
-	// record that is not there is left so, and is not an error.
-	NotifyMember(ctx context.Context, group, stream, worker string) error
-
-	// LeadingMembers returns the first n member records of the group on the stream in
-	// worker order (fewer if there are fewer): what a member reads at a lease sync when
-	// another reads them all for it (Member.Roster), at a cost that does not grow with the
-	// group.
-	LeadingMembers(ctx context.Context, group, stream string, n int) ([]Member, error)
-
-	// RemoveMember deletes the member's record, provided its Counter (and its Incarnation,
-	// when observed's is not 0) is still observed's: a
-	// worker leaving removes its own record, so that the others count it out at once, and any
-	// worker may remove the record of one long gone. Returns ErrMemberChanged if the counter
-	// moved (the member is alive); a record already gone is not an error.
-	RemoveMember(ctx context.Context, observed Member) error
 
 	// Handoff gives the lease to its PendingOwner, provided Owner and Generation are still
 	// those of held: the pending owner becomes Owner, Generation is incremented, PendingOwner

@@ -228,46 +228,30 @@ func (s *countingStore) DeleteFinished(ctx context.Context, observed lease.Lease
 	return err
 }
 
-func (s *countingStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.beat(ctx, lease.OpJoin, m, s.s.Join)
-}
+var _ lease.Membership = (*countingStore)(nil)
 
+// Heartbeat counts as a write of the member record.
 func (s *countingStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.beat(ctx, lease.OpHeartbeat, m, s.s.Heartbeat)
-}
-
-// beat runs a Join or a Heartbeat and counts it as a write of the member record.
-func (s *countingStore) beat(ctx context.Context, op string, m lease.Member,
-	call func(context.Context, lease.Member) (lease.Member, error),
-) (lease.Member, error) {
 	if err := s.g.enter(ctx); err != nil {
 		return lease.Member{}, err
 	}
-	out, err := call(ctx, m)
+	out, err := s.s.Heartbeat(ctx, m)
 	written := out
 	if err != nil {
 		written = m
 		written.Counter = 1
 	}
-	s.m.write(s.who, op, err, memberWrite(written))
+	s.m.write(s.who, lease.OpHeartbeat, err, memberWrite(written))
 	return out, err
 }
 
-func (s *countingStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
+func (s *countingStore) NotifyMember(ctx context.Context, m lease.Member) error {
 	if err := s.g.enter(ctx); err != nil {
 		return err
 	}
-	err := s.s.NotifyMember(ctx, group, stream, worker)
-	s.m.write(s.who, lease.OpNotifyMember, err, memberWrite(lease.Member{Group: group, Stream: stream, Worker: worker, Counter: 1}))
-	return err
-}
-
-func (s *countingStore) FenceMember(ctx context.Context, observed lease.Member) error {
-	if err := s.g.enter(ctx); err != nil {
-		return err
-	}
-	err := s.s.FenceMember(ctx, observed)
-	s.m.write(s.who, lease.OpFenceMember, err, memberWrite(observed))
+	err := s.s.NotifyMember(ctx, m)
+	m.Counter, m.Notices = 1, 1
+	s.m.write(s.who, lease.OpNotifyMember, err, memberWrite(m))
 	return err
 }
 
@@ -277,15 +261,6 @@ func (s *countingStore) Members(ctx context.Context, group, stream string) ([]le
 	}
 	out, err := s.s.Members(ctx, group, stream)
 	s.m.members(s.who, lease.OpMembers, group, stream, out, err)
-	return out, err
-}
-
-func (s *countingStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
-	if err := s.g.enter(ctx); err != nil {
-		return nil, err
-	}
-	out, err := s.s.LeadingMembers(ctx, group, stream, n)
-	s.m.members(s.who, lease.OpLeading, group, stream, out, err)
 	return out, err
 }
 

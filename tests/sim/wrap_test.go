@@ -375,32 +375,20 @@ func (s *simStore) DeleteFinished(ctx context.Context, observed lease.Lease) err
 	return err
 }
 
-func (s *simStore) Join(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.member(ctx, m, s.s.Join)
-}
+var _ lease.Membership = (*simStore)(nil)
 
 func (s *simStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
-	return s.member(ctx, m, s.s.Heartbeat)
-}
-
-// member runs a Join or a Heartbeat as any other call.
-func (s *simStore) member(ctx context.Context, m lease.Member, call func(context.Context, lease.Member) (lease.Member, error)) (lease.Member, error) {
 	var out lease.Member
 	_, err := s.call(ctx, func() (lease.Lease, error) {
 		var err error
-		out, err = call(ctx, m)
+		out, err = s.s.(lease.Membership).Heartbeat(ctx, m)
 		return lease.Lease{}, err
 	})
 	return out, err
 }
 
-func (s *simStore) NotifyMember(ctx context.Context, group, stream, worker string) error {
-	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.NotifyMember(ctx, group, stream, worker) })
-	return err
-}
-
-func (s *simStore) FenceMember(ctx context.Context, observed lease.Member) error {
-	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.FenceMember(ctx, observed) })
+func (s *simStore) NotifyMember(ctx context.Context, m lease.Member) error {
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.(lease.Membership).NotifyMember(ctx, m) })
 	return err
 }
 
@@ -408,23 +396,13 @@ func (s *simStore) Members(ctx context.Context, group, stream string) ([]lease.M
 	var out []lease.Member
 	_, err := s.call(ctx, func() (lease.Lease, error) {
 		var err error
-		out, err = s.s.Members(ctx, group, stream)
-		return lease.Lease{}, err
-	})
-	return out, err
-}
-
-func (s *simStore) LeadingMembers(ctx context.Context, group, stream string, n int) ([]lease.Member, error) {
-	var out []lease.Member
-	_, err := s.call(ctx, func() (lease.Lease, error) {
-		var err error
-		out, err = s.s.LeadingMembers(ctx, group, stream, n)
+		out, err = s.s.(lease.Membership).Members(ctx, group, stream)
 		return lease.Lease{}, err
 	})
 	return out, err
 }
 
 func (s *simStore) RemoveMember(ctx context.Context, observed lease.Member) error {
-	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.RemoveMember(ctx, observed) })
+	_, err := s.call(ctx, func() (lease.Lease, error) { return lease.Lease{}, s.s.(lease.Membership).RemoveMember(ctx, observed) })
 	return err
 }

@@ -1,6 +1,6 @@
-// Package leasetest is the conformance suite of lease.Store. Every Store implementation runs
-// it, so that the coordinator, tested against the in-memory store, can rely on the same
-// conditions holding against DynamoDB.
+// Package leasetest is the conformance suite of lease.Store, and of lease.Membership for a store
+// that implements it. Every Store implementation runs it, so that the coordinator, tested
+// against the in-memory store, can rely on the same conditions holding against DynamoDB.
 //
 // Each subtest gets a fresh store from newStore and its own randomly named consumer group, so a
 // shared backend (one DynamoDB table for the whole run, or for several runs) works too.
@@ -74,12 +74,12 @@ type env struct {
 	ctx    context.Context
 	group  string
 	stream string
-	joined map[lease.Key]int64 // incarnations of the members heartbeat joined, by member key
-	scope  *Scope              // nil: the store holds any group and stream (Run)
+	ms     lease.Membership // s, in the member cases (which skip a store without it)
+	scope  *Scope           // nil: the store holds any group and stream (Run)
 }
 
 func newEnv(t *testing.T, s lease.Store) *env {
-	return &env{t: t, s: s, ctx: t.Context(), group: uniqueName(t, "group"), stream: "stream-a", joined: map[lease.Key]int64{}}
+	return &env{t: t, s: s, ctx: t.Context(), group: uniqueName(t, "group"), stream: "stream-a"}
 }
 
 // uniqueName is a name no other subtest or run uses, with the subtest's name in it so that a

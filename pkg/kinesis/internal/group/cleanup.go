@@ -20,8 +20,8 @@ import (
 func (c *Subscription) cleanFinished() {
 	now := c.cfg.Clock.Now()
 	deletes := 0
-	for _, id := range sortedKeys(c.leases) {
-		l := c.leases[id]
+	for _, id := range sortedKeys(c.leases.byShard) {
+		l := c.leases.byShard[id]
 		why := c.deletableBecause(l)
 		if why == "" {
 			delete(c.deletable, id)
@@ -44,7 +44,7 @@ func (c *Subscription) cleanFinished() {
 		}
 	}
 	for id := range c.deletable {
-		if _, leased := c.leases[id]; !leased { // deleted by another worker
+		if _, leased := c.leases.byShard[id]; !leased { // deleted by another worker
 			delete(c.deletable, id)
 		}
 	}
@@ -98,12 +98,15 @@ func (c *Subscription) childrenStarted(id string) bool {
 			continue
 		}
 		n++
-		if l, ok := c.leases[cid]; !ok || l.Generation == 0 && l.Checkpoint == "" {
+		if l, ok := c.leases.byShard[cid]; !ok || l.Generation == 0 && l.Checkpoint == "" {
 			return false
 		}
 	}
 	return n > 0
 }
+
+// failedDelete counts, in Subscription.failures, the deletions that failed (one WARN says so).
+const failedDelete = "deleting the lease of a finished shard"
 
 // deleteFinished deletes the lease of a finished shard (conditioned on it being at SHARD_END as
 // listed) and forgets it. It reports whether the next deletion is worth trying: not after a
@@ -116,8 +119,8 @@ func (c *Subscription) deleteFinished(l lease.Lease, why string) bool {
 	switch {
 	case errors.Is(err, lease.ErrLeaseChanged):
 		return true
-	case err != nil && !c.warnedDeletes:
-		c.warnedDeletes = true
+	case err != nil && c.failures[failedDelete] == 0:
+		c.failures[failedDelete]++
 		logs.Warn(c.cfg.Logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and every lease listing reads it", err,
 			c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
 		return false
@@ -125,7 +128,7 @@ func (c *Subscription) deleteFinished(l lease.Lease, why string) bool {
 		c.cfg.Logger.Debug("Lease of a finished shard not deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "err": err}))
 		return false
 	}
-	delete(c.leases, l.ShardID)
+	delete(c.leases.byShard, l.ShardID)
 	delete(c.deletable, l.ShardID)
 	c.invalidateFinished()
 	c.cfg.Logger.Info("Lease deleted", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "reason": why}))

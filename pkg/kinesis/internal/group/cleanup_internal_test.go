@@ -135,7 +135,7 @@ func TestFinishedWithoutLease(t *testing.T) {
 			if got := w.c.finishedWithoutLease(tc.shard); got != tc.finished {
 				t.Errorf("finishedWithoutLease(%s) = %v, want %v", tc.shard, got, tc.finished)
 			}
-			if _, leased := w.c.leases[tc.shard]; !leased {
+			if _, leased := w.c.leases.byShard[tc.shard]; !leased {
 				if got := w.c.parentsDone([]string{tc.shard}); got != tc.finished {
 					t.Errorf("parentsDone([%s]) = %v, want %v: a child must wait on a parent whose lease is not there yet", tc.shard, got, tc.finished)
 				}

@@ -41,18 +41,6 @@ func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {
 	return c.cfg.LeaseDuration
 }
 
-// listMaxAge is how long this worker goes without listing the leases when nothing else makes
-// a listing due: leaseListMaxAge, or LeaseDuration on a table shared with foreign workers
-// (lease.ForeignTable), whose takes of free leases nothing announces, so that a KCL worker
-// started again is seen within about a lease duration. (One that steals a lease of this worker
-// is seen at once: the reader's renewal fails and its exit makes a listing due.)
-func (c *Subscription) listMaxAge() time.Duration {
-	if c.foreignW.shared {
-		return min(c.cfg.LeaseDuration, leaseListMaxAge(c.cfg))
-	}
-	return leaseListMaxAge(c.cfg)
-}
-
 // foreignWatch is what the coordinator knows of foreign workers. Owned by the coordinator
 // goroutine.
 type foreignWatch struct {
@@ -85,17 +73,6 @@ func newForeignWatch(store lease.Store) foreignWatch {
 	return w
 }
 
-// foreignOwners are the owners of foreign leases in the last listing, for lease.PlanShare.
-func (c *Subscription) foreignOwners() map[string]bool {
-	owners := map[string]bool{}
-	for _, l := range c.leases {
-		if l.Foreign {
-			owners[l.Owner] = true
-		}
-	}
-	return owners
-}
-
 // watchForeign compares a new listing with the last one, before it replaces it: a foreign
 // owner whose counter moved (it renewed) or that took a lease is alive.
 func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
@@ -115,13 +92,13 @@ func (c *Subscription) watchForeign(list []lease.Lease, now time.Time) {
 			}
 			c.foreignW.alive[l.Owner] = now
 		}
-		if l.Checkpoint != lease.ShardEnd && !c.tracker.Expired(l, now, c.expiresAfter(l)) {
+		if l.Checkpoint != lease.ShardEnd && !c.leases.seen.still(l.ShardID, now, c.expiresAfter(l)) {
 			// A finished lease, or one that stood still long enough to be taken, needs no
 			// listing at every sync: a KCL worker that comes back is seen at the next one
 			// (listMaxAge), or when it steals a lease of this worker.
 			c.foreignW.held = true
 		}
-		before, seen := c.leases[l.ShardID]
+		before, seen := c.leases.byShard[l.ShardID]
 		if !seen || before.Owner == l.Owner && before.Counter == l.Counter {
 			continue
 		}

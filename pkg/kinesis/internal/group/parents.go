@@ -11,7 +11,7 @@ import (
 // whatever InitialPosition says: it is read from its start (startPosition).
 func (c *Subscription) parentRead(l lease.Lease) bool {
 	for _, p := range l.Parents {
-		if pl, ok := c.leases[p]; ok && (pl.Generation > 0 || pl.Checkpoint != "") || !ok && c.finishedWithoutLease(p) {
+		if pl, ok := c.leases.byShard[p]; ok && (pl.Generation > 0 || pl.Checkpoint != "") || !ok && c.finishedWithoutLease(p) {
 			return true
 		}
 	}
@@ -49,7 +49,7 @@ func (c *Subscription) parentsDone(parents []string) bool {
 			continue
 		}
 		if c.grouped() {
-			l, ok := c.leases[p]
+			l, ok := c.leases.byShard[p]
 			if !ok && !c.finishedWithoutLease(p) || ok && l.Checkpoint != lease.ShardEnd && !c.skipLease(l) {
 				return false
 			}
@@ -73,7 +73,7 @@ func (c *Subscription) parentsDone(parents []string) bool {
 // createLeases, which must not act on a stale false, asks again after a listing no older than
 // leaseViewMaxAge.
 func (c *Subscription) finishedWithoutLease(id string) bool {
-	if _, ok := c.leases[id]; ok {
+	if _, ok := c.leases.byShard[id]; ok {
 		return false
 	}
 	if c.finished == nil {
@@ -86,22 +86,22 @@ func (c *Subscription) finishedWithoutLease(id string) bool {
 // children (from the leases' parents and the listing), one walk from the taken children up.
 func (c *Subscription) indexFinished() {
 	parents := map[string][]string{} // child -> parents
-	for cid, l := range c.leases {
+	for cid, l := range c.leases.byShard {
 		parents[cid] = append(parents[cid], l.Parents...)
 	}
 	for cid, s := range c.shards {
-		if _, ok := c.leases[cid]; !ok {
+		if _, ok := c.leases.byShard[cid]; !ok {
 			parents[cid] = append(parents[cid], parentsOf(s)...)
 		}
 	}
 	var taken []string
-	for cid, l := range c.leases {
+	for cid, l := range c.leases.byShard {
 		if l.Generation > 0 || l.Checkpoint != "" {
 			taken = append(taken, cid)
 		}
 	}
 	c.finished = FinishedAncestors(taken, func(id string) []string { return parents[id] }, func(id string) bool {
-		_, leased := c.leases[id]
+		_, leased := c.leases.byShard[id]
 		return !leased
 	})
 }
@@ -129,3 +129,22 @@ func FinishedAncestors(taken []string, parents func(string) []string, unleased f
 
 // invalidateFinished drops the answers of finishedWithoutLease.
 func (c *Subscription) invalidateFinished() { c.finished = nil }
+
+// eligible: a listed shard, not finished, whose parents are finished, which keeps each key's
+// records in order across a reshard.
+func (c *Subscription) eligible(l lease.Lease) bool {
+	if _, listed := c.shards[l.ShardID]; !listed || l.Checkpoint == lease.ShardEnd || c.skipLease(l) {
+		return false
+	}
+	return c.parentsDone(l.Parents)
+}
+
+// skipLease: a closed shard that this group, starting at LATEST, never read, and none of whose
+// parents it read. Its records all came before any reader of the group could have started
+// there, so LATEST skips them: it is never taken and counts as finished for its children.
+// Generation 0 means nobody ever took the lease, so nothing of the shard was delivered; a shard
+// the group did read is finished by reading it to its end, as usual. A shard that closed while
+// its parent was still being read holds records the group has not read yet: it is read.
+func (c *Subscription) skipLease(l lease.Lease) bool {
+	return l.Checkpoint == "" && l.Generation == 0 && l.Owner == "" && !c.parentRead(l) && c.skipClosed(l.ShardID)
+}

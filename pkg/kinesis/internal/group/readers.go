@@ -161,7 +161,7 @@ func (c *Subscription) readerExited(ex shard.Exit) bool {
 	if ex.ShardEnded {
 		c.ended[r.ShardID()] = true
 	}
-	c.listSoon = true // its lease was released, lost or handed over: the next lease sync sees how
+	c.leases.soon = true // its lease was released, lost or handed over: the next lease sync sees how
 	return true
 }
 

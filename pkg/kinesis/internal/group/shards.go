@@ -44,9 +44,9 @@ func (c *Subscription) syncShards() error {
 		return nil
 	}
 	// The lease syncs list the leases when the group changes; a shard sync lists them only
-	// when nothing else has for leaseListMaxAge (createLeases lists again by itself before
-	// it creates a lease missing from an older listing).
-	if c.cfg.Clock.Now().Sub(c.leasesListedAt) >= leaseListMaxAge(c.cfg) {
+	// when nothing else has for listMaxAge (createLeases lists again by itself before it
+	// creates a lease missing from an older listing).
+	if c.cfg.Clock.Now().Sub(c.leases.listedAt) >= c.listMaxAge() {
 		if err := c.refreshLeases(); err != nil {
 			return err
 		}

@@ -82,30 +82,8 @@ type Links struct {
 	// Closing is the subscription's context: done on Close or the end of Subscribe's context,
 	// which a reader tells apart from the coordinator stopping it alone.
 	Closing context.Context
-	// Changed moves this member's Changes, so that the others list the leases soon: a reader
-	// calls it when it pauses, and when a renewal fails while it is paused. Safe from any
-	// goroutine.
-	Changed func()
 	// Readers is how many readers the subscription runs, for the memory budget's share.
 	Readers func() int
-	// Vouch is this member's heartbeat as its readers rely on it (lease.Lease.Incarnation);
-	// nil without a consumer group, or with heartbeats that vouch for nothing.
-	Vouch Vouch
-}
-
-// Vouch is a member's heartbeat, as its readers rely on it. A reader writes the incarnation
-// that Current gives into its lease (lease.Lease.Incarnation) when the heartbeats vouch for at
-// least half of LeaseStopAfter from the write on, and from then on stops delivering at the
-// earlier of its own stop point and StopOf that incarnation: so the others may time its lease
-// from its heartbeats, seen at every lease sync, when it crashes. Safe from any goroutine.
-type Vouch interface {
-	// Current is the incarnation whose heartbeats succeed now and lease.HeartbeatStop of
-	// them; 0 when the member has not joined.
-	Current() (incarnation int64, stop time.Time)
-	// StopOf is lease.HeartbeatStop of incarnation's heartbeats: for an incarnation that is
-	// over (fenced), the last it reached; the zero time (stop now) for one this member does
-	// not know.
-	StopOf(incarnation int64) time.Time
 }
 
 // Ordering says which messages of one shard may be out at once; its values are

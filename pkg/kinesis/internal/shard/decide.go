@@ -56,10 +56,6 @@ type readerView struct {
 	// renewal and checkpoint are due, and whether the reader is paused.
 	stopAt, renewAt, checkpointAt time.Time
 	paused                        bool
-	// answeredSincePause: an owner write sent after the pause began was answered. Only that
-	// resumes: the stop point can also move because an unanswered write's incarnation was
-	// settled, which proves nothing about who holds the lease now.
-	answeredSincePause bool
 
 	// The shard is closed and read to its end; with a lease, whether SHARD_END is written,
 	// and when a failed SHARD_END write may be tried again.
@@ -161,7 +157,7 @@ func leaseDue(v readerView) (action, bool) {
 	switch {
 	case stale && !v.paused:
 		return actPause, true
-	case !stale && v.paused && v.answeredSincePause:
+	case !stale && v.paused:
 		return actResume, true
 	case !v.now.Before(v.renewAt):
 		return actRenew, true
@@ -212,14 +208,11 @@ func nextTick(last, now time.Time, interval time.Duration) time.Time {
 	return next
 }
 
-// leaseStopMargin is how much before LeaseDuration an owner that could not renew stops
-// delivering (lease.MustStop), so that it stops before any other worker may take the lease.
-func leaseStopMargin(cfg *Config) time.Duration { return cfg.LeaseDuration / 5 }
-
-// LeaseStopAfter is how long after its last successful renewal an owner stops delivering.
-func LeaseStopAfter(cfg *Config) time.Duration {
-	return cfg.LeaseDuration - leaseStopMargin(cfg)
-}
+// LeaseStopAfter is how long after sending its last successful renewal an owner stops
+// delivering: 0.8 × LeaseDuration. Another worker may take the lease LeaseDuration after it
+// first saw the counter that renewal left; the fifth in between covers clock rates that differ
+// and the time the renewal spent in flight, so that no two workers deliver one shard at once.
+func LeaseStopAfter(cfg *Config) time.Duration { return cfg.LeaseDuration - cfg.LeaseDuration/5 }
 
 // renewLastTry is how long before its stop point a reader whose renewals failed tries once
 // more: time for the call to come back.

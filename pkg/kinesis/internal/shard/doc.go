@@ -9,7 +9,7 @@
 //
 // How it talks upward: only through what New is given. A Config (read-only, built once by
 // pkg/kinesis), Links (the subscription's output channel, the exit channel with its quit
-// signal, the subscription's context, the membership nudge and the reader count) and a
+// signal, the subscription's context and the reader count) and a
 // Metrics sink. A reader sends each message on Links.Out, its one exit report on Links.Exits
 // unless Links.Quit is closed, and closes nothing of its subscription's.
 //

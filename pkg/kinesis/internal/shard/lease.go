@@ -38,13 +38,13 @@ type leaseState struct {
 	// renewal succeeds.
 	paused  bool
 	revoked bool // Hooks.OnRevoked (or, at a pause, Hooks.OnLost) was called
-	// unanswered are the non-zero incarnations of owner writes that got no answer, with when
-	// each was sent: such a write may have landed, and the others may time the lease from that
-	// incarnation's heartbeats, so the stop point heeds them too (settleUnanswered says until
-	// when). pausedAt is when the last pause began: only a write answered after it resumes.
-	unanswered []sentIncarnation
-	pausedAt   time.Time
 }
+
+// stopAt is when deliveries must stop unless a renewal succeeds first: LeaseStopAfter after
+// the last successful owner write was sent. Another worker may take the lease once it has seen
+// the lease's counter stand still for LeaseDuration on its own clock, which it can only start
+// timing after that write landed.
+func (r *Reader) stopAt() time.Time { return r.renewed.Add(LeaseStopAfter(r.cfg)) }
 
 // startLease sets the first renewal and checkpoint times once the reader holds its iterator.
 // The stop point counts from the take (renewed), since others may have timed the lease from
@@ -67,7 +67,6 @@ func (r *Reader) startLease(now time.Time) {
 func (r *Reader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
 	r.renewed = sentAt
-	r.settleUnanswered(sentAt)
 	if HandoffAsked(l) {
 		r.beginHandoff()
 	}
@@ -143,13 +142,15 @@ func (r *Reader) stopOn(what string, err error) error {
 // errLeaseStale: the owner could not renew its lease in time and may be taken over.
 var errLeaseStale = errors.New("lease not renewed in time")
 
+// errNotSent: an owner write was not sent at all (its turn came after the stop point).
+var errNotSent = errors.New("not sent")
+
 // renew proves this worker alive. A lost lease stops the reader at once; other failures are
 // retried at the next renewal time or shortly before the stop point, whichever comes first,
 // and the reader pauses at the stop point if none succeeds in time.
 func (r *Reader) renew() error {
 	cfg := r.cfg
-	sentAt := r.now()
-	held := r.vouched(sentAt)
+	sentAt, held := r.now(), *r.held
 	l, err := r.leaseCall(r.ctx, func(ctx context.Context) (lease.Lease, error) {
 		return cfg.LeaseStore.Renew(ctx, held)
 	})
@@ -163,7 +164,6 @@ func (r *Reader) renew() error {
 	if stop := r.stopOn("renewing", err); stop != nil {
 		return stop
 	}
-	r.mayHaveLanded(held, sentAt, err)
 	r.logRenewFailed(err)
 	if r.paused {
 		// A quarter of the renewal interval: the reader resumes soon after the store is
@@ -196,16 +196,13 @@ func (r *Reader) logRenewFailed(err error) {
 	switch {
 	case errors.Is(err, errLeaseStale):
 	case r.paused:
-		// Each failed retry while paused moves Changes again: the others keep listing, and
-		// take the lease once its counter has not moved for LeaseDuration in their listings.
-		r.links.Changed()
 		r.cfg.Logger.Debug("Renewing the lease failed while paused; will retry", fields)
 	default:
 		r.cfg.Logger.Info("Renewing the lease failed; will retry", fields)
 	}
 }
 
-// pause stops deliveries once no renewal has succeeded for too long (lease.MustStop).
+// pause stops deliveries at the stop point (stopAt), when no renewal succeeded in time.
 //
 // Paused, the reader sends and reads nothing, so it delivers nothing once another worker may
 // take the lease, and keeps trying to renew. A renewal is a write conditioned on this owner
@@ -216,9 +213,8 @@ func (r *Reader) logRenewFailed(err error) {
 // redelivers from the checkpoint.
 func (r *Reader) pause(now time.Time) {
 	cfg := r.cfg
-	r.paused, r.pausedAt = true, now
+	r.paused = true
 	r.health.paused.Store(true)
-	r.links.Changed() // the others list the leases, to time this one's expiry
 	logs.Warn(r.cfg.Logger, "Lease not renewed in time; deliveries paused until a renewal succeeds (another worker may take the shard)",
 		fmt.Errorf("%w: no renewal succeeded for %s", errLeaseStale, now.Sub(r.renewed).Round(time.Millisecond)), r.LogFields())
 	r.suspendWindow(now)
@@ -261,8 +257,7 @@ func (r *Reader) checkpointTarget() string {
 // writeCheckpoint writes seq as the shard's checkpoint. A failure other than a lost lease is
 // logged and left to the next checkpoint time.
 func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
-	sentAt := r.now()
-	held := r.vouched(sentAt)
+	sentAt, held := r.now(), *r.held
 	l, err := r.leaseCall(ctx, func(ctx context.Context) (lease.Lease, error) {
 		return r.cfg.LeaseStore.Checkpoint(ctx, held, seq)
 	})
@@ -282,7 +277,6 @@ func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
-	r.mayHaveLanded(held, sentAt, err)
 	if !errors.Is(err, errLeaseStale) { // past the stop point: the pause that follows says so
 		logs.Warn(r.cfg.Logger, "Writing a checkpoint failed; will retry", err, r.LogFields().Add(watermill.LogFields{"sequence_number": seq}))
 	}

@@ -100,7 +100,6 @@ func (r *Reader) view(now time.Time) readerView {
 	}
 	if v.leased {
 		v.stopAt, v.renewAt, v.checkpointAt = r.stopAt(), r.renewAt, r.checkpointAt
-		v.answeredSincePause = r.renewed.After(r.pausedAt)
 	}
 	return v
 }

@@ -1,4 +1,4 @@
-package lease_test
+package group
 
 import (
 	"fmt"
@@ -44,38 +44,38 @@ func TestPlanShare(t *testing.T) {
 		name                  string
 		owners                []string
 		ineligible            string // a shard id that is not eligible
-		workers, target, held int
+		workers, quota, held int
 		take, ask             string
 	}{
-		{name: "no leases", owners: nil, workers: 1, target: 0},
-		{name: "alone takes every free lease in one pass", owners: []string{"-", "-", "-", "-"}, workers: 1, target: 4, take: "s00,s01,s02,s03"},
-		{name: "second worker with nothing free asks for its whole share at once", owners: []string{"a", "a", "a", "a"}, workers: 2, target: 2, ask: "s03,s02"},
-		{name: "a pending request counts: asks for the rest only", owners: []string{"a", "a", "a", "a!"}, workers: 2, target: 2, ask: "s02"},
-		{name: "exactly at target: nothing to do", owners: []string{"me", "me", "a", "a"}, workers: 2, target: 2, held: 2},
-		{name: "alone with some held: takes the rest", owners: []string{"me", "me", "me", "-"}, workers: 1, target: 4, held: 3, take: "s03"},
-		{name: "above target: keeps what it has, takes nothing", owners: []string{"me", "me", "me", "a", "-"}, workers: 2, target: 3, held: 3},
+		{name: "no leases", owners: nil, workers: 1, quota: 0},
+		{name: "alone takes every free lease in one pass", owners: []string{"-", "-", "-", "-"}, workers: 1, quota: 4, take: "s00,s01,s02,s03"},
+		{name: "second worker with nothing free asks for its whole share at once", owners: []string{"a", "a", "a", "a"}, workers: 2, quota: 2, ask: "s03,s02"},
+		{name: "a pending request counts: asks for the rest only", owners: []string{"a", "a", "a", "a!"}, workers: 2, quota: 2, ask: "s02"},
+		{name: "exactly at target: nothing to do", owners: []string{"me", "me", "a", "a"}, workers: 2, quota: 2, held: 2},
+		{name: "alone with some held: takes the rest", owners: []string{"me", "me", "me", "-"}, workers: 1, quota: 4, held: 3, take: "s03"},
+		{name: "above target: keeps what it has, takes nothing", owners: []string{"me", "me", "me", "a", "-"}, workers: 2, quota: 3, held: 3},
 		// Which of the free ones: the worker's own order (takeOrder), reported in shard order.
-		{name: "takes only up to target, asks for nothing while leases are free", owners: []string{"a", "-", "-", "-"}, workers: 2, target: 2, take: "s02,s03"},
-		{name: "more workers than shards", owners: []string{"a", "b"}, workers: 3, target: 1},
-		{name: "one more than me is even enough", owners: []string{"a", "a", "b", "b", "me"}, workers: 3, target: 2, held: 1},
-		{name: "a's surplus fills b's gap first (name order): me asks for nothing", owners: []string{"a", "a", "a", "b", "me"}, workers: 3, target: 2, held: 1},
-		{name: "3 workers, 4 shards, 2-2-0 becomes 2-1-1", owners: []string{"a", "a", "b", "b"}, workers: 3, target: 2, ask: "s03"},
-		{name: "an expired worker's leases are taken, it is not counted", owners: []string{"dead", "dead", "a", "a"}, workers: 2, target: 2, take: "s00,s01"},
-		{name: "closed shards do not count", owners: []string{"*", "*", "-", "a"}, workers: 2, target: 1, take: "s02"},
-		{name: "ineligible lease is skipped", owners: []string{"-", "-"}, ineligible: "s00", workers: 1, target: 2, take: "s01"},
-		{name: "asks skip ineligible leases", owners: []string{"a", "a", "a"}, ineligible: "s02", workers: 2, target: 2, ask: "s01"},
+		{name: "takes only up to target, asks for nothing while leases are free", owners: []string{"a", "-", "-", "-"}, workers: 2, quota: 2, take: "s02,s03"},
+		{name: "more workers than shards", owners: []string{"a", "b"}, workers: 3, quota: 0},
+		{name: "one more than me is even enough", owners: []string{"a", "a", "b", "b", "me"}, workers: 3, quota: 1, held: 1},
+		{name: "a's surplus fills b's gap first (name order): me asks for nothing", owners: []string{"a", "a", "a", "b", "me"}, workers: 3, quota: 1, held: 1},
+		{name: "3 workers, 4 shards, 2-2-0 becomes 2-1-1", owners: []string{"a", "a", "b", "b"}, workers: 3, quota: 1, ask: "s03"},
+		{name: "an expired worker's leases are taken, it is not counted", owners: []string{"dead", "dead", "a", "a"}, workers: 2, quota: 2, take: "s00,s01"},
+		{name: "closed shards do not count", owners: []string{"*", "*", "-", "a"}, workers: 2, quota: 1, take: "s02"},
+		{name: "ineligible lease is skipped, and does not count", owners: []string{"-", "-"}, ineligible: "s00", workers: 1, quota: 1, take: "s01"},
+		{name: "asks skip ineligible leases", owners: []string{"a", "a", "a"}, ineligible: "s02", workers: 2, quota: 1, ask: "s01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := lease.PlanShare(lease.ShareInput{
-				Self: "me", Leases: leases(tt.owners...), Live: live,
-				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
+			plan := planShare(shareInput{
+				self: "me", leases: leases(tt.owners...), live: live,
+				eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
 			})
-			if plan.Workers != tt.workers || plan.Target != tt.target || plan.Held != tt.held ||
-				shardIDs(plan.Take) != tt.take || shardIDs(plan.Ask) != tt.ask {
-				t.Errorf("got workers %d target %d held %d take %q ask %q; want %d %d %d %q %q",
-					plan.Workers, plan.Target, plan.Held, shardIDs(plan.Take), shardIDs(plan.Ask),
-					tt.workers, tt.target, tt.held, tt.take, tt.ask)
+			if plan.workers != tt.workers || plan.quota != tt.quota || plan.held != tt.held ||
+				shardIDs(plan.take) != tt.take || shardIDs(plan.ask) != tt.ask {
+				t.Errorf("got workers %d quota %d held %d take %q ask %q; want %d %d %d %q %q",
+					plan.workers, plan.quota, plan.held, shardIDs(plan.take), shardIDs(plan.ask),
+					tt.workers, tt.quota, tt.held, tt.take, tt.ask)
 			}
 		})
 	}
@@ -98,9 +98,9 @@ func TestPlanShareConverges(t *testing.T) {
 			stable := 0
 			for round := 0; round < 100 && stable < workers; round++ {
 				self := ids[round%workers]
-				plan := lease.PlanShare(lease.ShareInput{Self: self, Leases: ls})
+				plan := planShare(shareInput{self: self, leases: ls})
 				changed := false
-				for _, moved := range append(plan.Take, plan.Ask...) { // an ask is handed over at once
+				for _, moved := range append(plan.take, plan.ask...) { // an ask is handed over at once
 					for i := range ls {
 						if ls[i].ShardID == moved.ShardID {
 							ls[i].Owner, changed = self, true
@@ -138,7 +138,7 @@ func TestQuotas(t *testing.T) {
 		{n: 3, workers: nil, want: map[string]int{}},
 	}
 	for _, tt := range tests {
-		got := lease.Quotas(tt.n, tt.workers, tt.held)
+		got := quotas(tt.n, tt.workers, tt.held)
 		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("Quotas(%d, %v, %v) = %v, want %v", tt.n, tt.workers, tt.held, got, tt.want)
 		}
@@ -209,14 +209,14 @@ func TestPlanShareAsk(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := lease.PlanShare(lease.ShareInput{
-				Self: tt.self, Leases: ownedBy(tt.leases...), Live: live, Members: tt.members,
-				Eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
-				Foreign:  func(owner string) bool { return owner == "kcl" },
+			plan := planShare(shareInput{
+				self: tt.self, leases: ownedBy(tt.leases...), live: live, members: tt.members,
+				eligible: func(l lease.Lease) bool { return l.ShardID != tt.ineligible },
+				foreign:  func(owner string) bool { return owner == "kcl" },
 			})
-			if plan.Workers != tt.workers || shardIDs(plan.Ask) != tt.ask || shardIDs(plan.Take) != tt.take || tt.quota != 0 && plan.Quota != tt.quota {
+			if plan.workers != tt.workers || shardIDs(plan.ask) != tt.ask || shardIDs(plan.take) != tt.take || tt.quota != 0 && plan.quota != tt.quota {
 				t.Errorf("got workers %d take %q ask %q quota %d; want %d %q %q %d",
-					plan.Workers, shardIDs(plan.Take), shardIDs(plan.Ask), plan.Quota, tt.workers, tt.take, tt.ask, tt.quota)
+					plan.workers, shardIDs(plan.take), shardIDs(plan.ask), plan.quota, tt.workers, tt.take, tt.ask, tt.quota)
 			}
 		})
 	}
@@ -239,11 +239,11 @@ func TestPlanShareAskConverges(t *testing.T) {
 			ls := ownedBy(specs...)
 			for round := 0; round < 2*workers; round++ {
 				self := ids[round%workers]
-				plan := lease.PlanShare(lease.ShareInput{Self: self, Leases: ls, Members: ids})
-				if len(plan.Take) > 0 {
-					t.Fatalf("%d shards, %d workers, round %d: %s takes %q with nothing free", shards, workers, round, self, shardIDs(plan.Take))
+				plan := planShare(shareInput{self: self, leases: ls, members: ids})
+				if len(plan.take) > 0 {
+					t.Fatalf("%d shards, %d workers, round %d: %s takes %q with nothing free", shards, workers, round, self, shardIDs(plan.take))
 				}
-				for _, a := range plan.Ask {
+				for _, a := range plan.ask {
 					for i := range ls {
 						if ls[i].ShardID == a.ShardID {
 							ls[i].Owner = self
@@ -292,11 +292,11 @@ func TestPlanShareTakersSpread(t *testing.T) {
 	}
 	picked := map[string]int{}
 	for _, w := range workers {
-		plan := lease.PlanShare(lease.ShareInput{Self: w, Leases: ownedBy(free...), Members: workers})
-		if len(plan.Take) != 10 {
-			t.Fatalf("%s takes %d leases, want its target of 10", w, len(plan.Take))
+		plan := planShare(shareInput{self: w, leases: ownedBy(free...), members: workers})
+		if len(plan.take) != 10 {
+			t.Fatalf("%s takes %d leases, want its target of 10", w, len(plan.take))
 		}
-		for _, l := range plan.Take {
+		for _, l := range plan.take {
 			picked[l.ShardID]++
 		}
 	}
@@ -326,9 +326,9 @@ func TestPlanShareSurvivorsTakeDifferentLeases(t *testing.T) {
 	picked := map[string]string{}
 	for i := range 5 {
 		w := fmt.Sprintf("w%d", i)
-		plan := lease.PlanShare(lease.ShareInput{Self: w, Leases: ownedBy(owners...), Live: live,
-			Members: []string{"w0", "w1", "w2", "w3", "w4"}})
-		for _, l := range plan.Take {
+		plan := planShare(shareInput{self: w, leases: ownedBy(owners...), live: live,
+			members: []string{"w0", "w1", "w2", "w3", "w4"}})
+		for _, l := range plan.take {
 			if other, dup := picked[l.ShardID]; dup {
 				t.Errorf("%s and %s both take %s", other, w, l.ShardID)
 			}
@@ -338,4 +338,62 @@ func TestPlanShareSurvivorsTakeDifferentLeases(t *testing.T) {
 	if len(picked) != 4 {
 		t.Errorf("the survivors took %d of the dead worker's 4 leases: %v", len(picked), picked)
 	}
+}
+
+// TestWorkers: who planShare counts for the shares, without membership.
+func TestWorkers(t *testing.T) {
+	all := func(lease.Lease) bool { return true }
+	none := func(lease.Lease) bool { return false }
+	notB := func(l lease.Lease) bool { return l.Owner != "b" }
+	ls := []lease.Lease{
+		owned("s0", "a", 1, 1),
+		owned("s1", "b", 1, 1),
+		owned("s2", "a", 1, 1),
+		owned("s3", "", 2, 3),
+		owned("s4", "c", 1, 1),
+	}
+	for _, tc := range []struct {
+		name   string
+		leases []lease.Lease
+		self   string
+		live   func(lease.Lease) bool
+		want   int
+	}{
+		{"no leases: just self", nil, "me", all, 1},
+		{"only free leases: just self", []lease.Lease{owned("s0", "", 0, 1)}, "me", all, 1},
+		{"distinct owners plus self", ls, "me", all, 4},
+		{"self already owns some: counted once", ls, "a", all, 3},
+		{"dead owner not counted", ls, "me", notB, 3},
+		{"nobody live: just self", ls, "me", none, 1},
+		{"self's own expired leases still count self", ls, "a", none, 1},
+		{"nil live counts every owner", ls, "me", nil, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planShare(shareInput{self: tc.self, leases: tc.leases, live: tc.live}).workers; got != tc.want {
+				t.Fatalf("Workers = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFairShare: the quota planShare sets from the workers it counts.
+func TestFairShare(t *testing.T) {
+	ls := []lease.Lease{
+		owned("s0", "a", 1, 1), owned("s1", "a", 1, 1), owned("s2", "a", 1, 1),
+		owned("s3", "a", 1, 1), owned("s4", "", 1, 1),
+	}
+	live := func(lease.Lease) bool { return true }
+	// A newcomer next to one worker holding four of five leases aims for two: the holder,
+	// which holds the most, keeps the one left over, so that as few leases as possible move.
+	if got := planShare(shareInput{self: "newcomer", leases: ls, live: live}).quota; got != 2 {
+		t.Fatalf("newcomer's quota = %d, want 2", got)
+	}
+	// The holder itself, alone, aims for all five.
+	if got := planShare(shareInput{self: "a", leases: ls, live: live}).quota; got != 5 {
+		t.Fatalf("sole worker's quota = %d, want 5", got)
+	}
+}
+
+func owned(shard, owner string, gen, counter int64) lease.Lease {
+	return lease.Lease{Group: "g", Stream: "s", ShardID: shard, Owner: owner, Generation: gen, Counter: counter}
 }
