@@ -151,4 +151,3 @@ func (c *Subscription) allKnown(ids []string) bool {
 	}
 	return true
 }
-

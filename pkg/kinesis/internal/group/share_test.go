@@ -41,11 +41,11 @@ func TestPlanShare(t *testing.T) {
 	dead := map[string]bool{"dead": true}
 	live := func(l lease.Lease) bool { return !dead[l.Owner] }
 	tests := []struct {
-		name                  string
-		owners                []string
-		ineligible            string // a shard id that is not eligible
+		name                 string
+		owners               []string
+		ineligible           string // a shard id that is not eligible
 		workers, quota, held int
-		take, ask             string
+		take, ask            string
 	}{
 		{name: "no leases", owners: nil, workers: 1, quota: 0},
 		{name: "alone takes every free lease in one pass", owners: []string{"-", "-", "-", "-"}, workers: 1, quota: 4, take: "s00,s01,s02,s03"},
