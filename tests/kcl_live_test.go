@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl"
 	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/kclref"
 )
 
@@ -341,15 +341,15 @@ func kclMoveInAndHandBack(t *testing.T, env *liveEnv, multi bool) {
 	app := kclWriteTable(t, dyn, ks, recs, multi)
 	want := kclExpected(recs, app.checkpoints)
 
-	cfg := lease.KCLConfig{Client: dyn, TableName: app.table, CreateMemberTable: true}
+	cfg := kcl.Config{Client: dyn, TableName: app.table, CreateMemberTable: true}
 	if multi {
 		cfg.MultiStream = true
 	} else {
 		cfg.Stream = ks.name
 	}
-	store, err := lease.NewKCLStore(context.Background(), cfg)
+	store, err := kcl.NewStore(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("NewKCLStore: %v", err)
+		t.Fatalf("kcl.NewStore: %v", err)
 	}
 	subCfg := itSubscriberConfig(env.kinesisClient(), store, app.table, "wm-1")
 	// The KCL's leases are taken once they expire: LeaseDuration after the group first saw

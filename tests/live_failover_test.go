@@ -388,10 +388,10 @@ func (w *lfWorker) stderrLines(s string) []string {
 }
 
 // lfWorkerArgs is a worker's command line (less its -worker-id) for a member of group on
-// stream, with the short settings.
-func lfWorkerArgs(env *liveEnv, store *lease.DynamoDBStore, stream, group string) []string {
+// stream, with the short settings, on the lease table named table.
+func lfWorkerArgs(env *liveEnv, table, stream, group string) []string {
 	return []string{
-		"-stream", stream, "-group", group, "-lease-table", store.TableName(),
+		"-stream", stream, "-group", group, "-lease-table", table,
 		"-kinesis-endpoint", env.kinesisEndpoint, "-dynamodb-endpoint", env.dynamoDBEndpoint,
 		"-region", env.awsConfig.Region,
 		"-lease-duration", lfLeaseDuration.String(), "-lease-renew-interval", lfLeaseRenewInterval.String(),
@@ -933,7 +933,7 @@ func TestLiveFailover_KillPauseClose(t *testing.T) {
 	bin := lfBuildWorker(t)
 	testStart := time.Now()
 
-	store := env.leaseStore(t, newCallCounter())
+	store, table := env.leaseTable(t, newCallCounter())
 	stream, shards := lfCreateStream(t, env, lfShards)
 	keyShard := lfKeys(t, shards, lfKeysPerShard)
 	keys := make([]string, 0, len(keyShard))
@@ -946,7 +946,7 @@ func TestLiveFailover_KillPauseClose(t *testing.T) {
 	rec := newLfRecord()
 	mon := startLfMonitor(t, store, group, stream)
 	prod := startLfProducer(t, env, stream, keys)
-	args := lfWorkerArgs(env, store, stream, group)
+	args := lfWorkerArgs(env, table, stream, group)
 	lfReport(t, "settings: LeaseDuration %s, LeaseRenewInterval %s, LeaseSyncInterval %s, CheckpointInterval %s, PollInterval %s, HandoffTimeout %s, MaxInFlight %d (production defaults: 10s, 3.3s, 2s, 5s, 400ms, 10s, 1); %d shards, %d keys, %d records/s",
 		lfLeaseDuration, lfLeaseRenewInterval, lfLeaseSyncInterval, lfCheckpointInterval, lfPollInterval, lfHandoffTimeout, lfMaxInFlight,
 		lfShards, len(keys), int(float64(len(keys))*float64(time.Second)/float64(lfProduceEvery)))

@@ -60,7 +60,7 @@ func TestLiveRollout(t *testing.T) {
 	t.Parallel()
 	env := newLiveEnv(t)
 	bin := lfBuildWorker(t)
-	store := env.leaseStore(t, newCallCounter())
+	store, table := env.leaseTable(t, newCallCounter())
 	lfReport(t, "settings: LeaseDuration %s, LeaseRenewInterval %s, LeaseSyncInterval %s, CheckpointInterval %s, PollInterval %s, HandoffTimeout %s, MaxInFlight %d; %d instances, %d shards, %d keys, %d records/s",
 		lfLeaseDuration, lfLeaseRenewInterval, lfLeaseSyncInterval, lfCheckpointInterval, lfPollInterval, lfHandoffTimeout, lfMaxInFlight,
 		lrInstances, lfShards, lfShards*lfKeysPerShard, int(float64(lfShards*lfKeysPerShard)*float64(time.Second)/float64(lfProduceEvery)))
@@ -69,7 +69,7 @@ func TestLiveRollout(t *testing.T) {
 		{name: "surge_off"},
 		{name: "sigkill_mid_rollout", surge: true, kill: 2},
 	} {
-		t.Run(mode.name, func(t *testing.T) { lrRollout(t, env, bin, store, mode) })
+		t.Run(mode.name, func(t *testing.T) { lrRollout(t, env, bin, store, table, mode) })
 	}
 }
 
@@ -114,9 +114,9 @@ type lrCrash struct {
 	shards []string
 }
 
-func lrRollout(t *testing.T, env *liveEnv, bin string, store *lease.DynamoDBStore, mode lrMode) {
+func lrRollout(t *testing.T, env *liveEnv, bin string, store *lease.DynamoDBStore, table string, mode lrMode) {
 	testStart := time.Now()
-	g := lrNewGroup(t, env, bin, store, "rollout-"+mode.name)
+	g := lrNewGroup(t, env, bin, store, table, "rollout-"+mode.name)
 	g.startOld(t)
 	g.roll(t, mode)
 	g.drain(t)
@@ -224,8 +224,9 @@ func (g *lrGroup) check(t *testing.T) {
 		g.prod.total(), len(deliveries), len(snaps), g.mon.failures(), len(tenures))
 }
 
-// lrNewGroup creates a stream, picks its keys, and starts the lease monitor and the producer.
-func lrNewGroup(t *testing.T, env *liveEnv, bin string, store *lease.DynamoDBStore, group string) *lrGroup {
+// lrNewGroup creates a stream, picks its keys, and starts the lease monitor and the producer;
+// store is the lease table named table.
+func lrNewGroup(t *testing.T, env *liveEnv, bin string, store *lease.DynamoDBStore, table, group string) *lrGroup {
 	stream, shards := lfCreateStream(t, env, lfShards)
 	g := &lrGroup{store: store, bin: bin, stream: stream, group: group, keyShard: lfKeys(t, shards, lfKeysPerShard)}
 	keys := make([]string, 0, len(g.keyShard))
@@ -233,7 +234,7 @@ func lrNewGroup(t *testing.T, env *liveEnv, bin string, store *lease.DynamoDBSto
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	g.args = lfWorkerArgs(env, store, stream, group)
+	g.args = lfWorkerArgs(env, table, stream, group)
 	g.rec = newLfRecord()
 	g.mon = startLfMonitor(t, store, group, stream)
 	g.prod = startLfProducer(t, env, stream, keys)

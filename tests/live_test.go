@@ -67,16 +67,24 @@ func (e *liveEnv) kinesisClient() *awskinesis.Client {
 // leaseStore opens a lease table of its own for one suite run, counting DynamoDB calls.
 func (e *liveEnv) leaseStore(t testing.TB, calls *callCounter) *lease.DynamoDBStore {
 	t.Helper()
+	store, _ := e.leaseTable(t, calls)
+	return store
+}
+
+// leaseTable is leaseStore and the table's name, for tests that hand it to worker processes.
+func (e *liveEnv) leaseTable(t testing.TB, calls *callCounter) (*lease.DynamoDBStore, string) {
+	t.Helper()
 	client := dynamodb.NewFromConfig(e.awsConfig, e.dynamoDBOptions, calls.option)
+	table := "leases-" + watermill.NewShortUUID()
 	store, err := lease.NewDynamoDBStore(context.Background(), lease.DynamoDBConfig{
 		Client:      client,
-		TableName:   "leases-" + watermill.NewShortUUID(),
+		TableName:   table,
 		CreateTable: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return store, table
 }
 
 // callCounter counts SDK calls by operation, through a middleware on the client.

@@ -12,10 +12,10 @@
 // group; -skip-behind leaves them out). See kinesis.InspectLeases for what every field means.
 //
 // With -kcl, -table is the lease table of a Kinesis Client Library (KCL) application, or of
-// subscribers on one (lease.KCLStore), and -group defaults to the table's name, which the KCL
+// subscribers on one (kcl.Store), and -group defaults to the table's name, which the KCL
 // names after the application; -multi-stream says the application reads several streams. The
 // leases are read with a strongly consistent Scan of that table (paged) instead of Queries, and
-// only the lease table is opened (lease.KCLConfig.LeasesOnly); the report is the same. A KCL
+// only the lease table is opened (kcl.Config.LeasesOnly); the report is the same. A KCL
 // checkpoint inside an aggregate reads as "seq:sub", one at TRIM_HORIZON, LATEST or
 // AT_TIMESTAMP as no checkpoint.
 //
@@ -49,6 +49,7 @@ import (
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl"
 )
 
 // Exit statuses.
@@ -136,7 +137,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.stream, "stream", "", "Kinesis stream (required)")
 	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.Group.Name (required; with -kcl, default: the -table, as the KCL names its table after the application)")
 	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.Group.LeaseTable, or with -kcl the KCL application's (required)")
-	fs.BoolVar(&o.kcl, "kcl", false, "-table is the lease table of a Kinesis Client Library (KCL) application (read with a Scan; see lease.KCLStore)")
+	fs.BoolVar(&o.kcl, "kcl", false, "-table is the lease table of a Kinesis Client Library (KCL) application (read with a Scan; see kcl.Store)")
 	fs.BoolVar(&o.multiStream, "multi-stream", false, "with -kcl: the KCL application is a multi-stream one (its lease keys name the stream)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
@@ -252,11 +253,11 @@ func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store
 	if !o.kcl {
 		return lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
 	}
-	cfg := lease.KCLConfig{Client: dc, TableName: o.table, Application: o.group, MultiStream: o.multiStream, LeasesOnly: true}
+	cfg := kcl.Config{Client: dc, TableName: o.table, Application: o.group, MultiStream: o.multiStream, LeasesOnly: true}
 	if !o.multiStream {
 		cfg.Stream = o.stream
 	}
-	return lease.NewKCLStore(ctx, cfg)
+	return kcl.NewStore(ctx, cfg)
 }
 
 // explain adds to err which flags to check, for the failures a wrong flag causes.

@@ -235,6 +235,7 @@ var snippetImports = map[string]string{
 	"wmkinesis":   "github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis",
 	"memlog":      "github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog",
 	"lease":       "github.com/watermill-kinesis/watermill-kinesis/pkg/lease",
+	"kcl":         "github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl",
 	"watermill":   "github.com/ThreeDotsLabs/watermill",
 	"message":     "github.com/ThreeDotsLabs/watermill/message",
 	"middleware":  "github.com/ThreeDotsLabs/watermill/message/router/middleware",

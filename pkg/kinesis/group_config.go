@@ -153,7 +153,13 @@ func joinAnd(names []string) string {
 // DynamoDB lease table's partition key is stream + "|" + group + "|NN" for a lease ("#" + stream
 // + "|" + group for the member records), DynamoDB allows 2048 bytes in a partition key, and a
 // stream name takes up to 128.
-const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|") - lease.MemberKeyOverhead
+const maxGroupNameBytes = 2048 - maxStreamNameLength - len("|") - leaseKeyOverhead
+
+// leaseKeyOverhead is how many bytes the lease table's longest partition key adds to stream +
+// "|" + group: the "|NN" of a lease's bucket (lease.DynamoDBPartitionKey), longer than the "#"
+// that starts a member record's (lease.DynamoDBMemberPartitionKey).
+// TestRegress_ConsumerGroupValidated checks the bound against those keys.
+const leaseKeyOverhead = len("|NN")
 
 // maxWorkerIDBytes is the longest WorkerID: it is the sort key of the worker's member record,
 // which DynamoDB bounds at 1024 bytes, with room for the "#n" of a Subscriber's later

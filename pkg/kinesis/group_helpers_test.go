@@ -976,7 +976,7 @@ func (s *grpStore) List(ctx context.Context, group, stream string) ([]lease.Leas
 	rec.reached = true
 	list, err := s.inner.List(ctx, group, stream)
 	if s.w.foreign != "" {
-		// As a KCLStore reads them: a lease a KCL worker (kcl-*) holds is foreign.
+		// As a kcl.Store reads them: a lease a KCL worker (kcl-*) holds is foreign.
 		for i := range list {
 			list[i].Foreign = strings.HasPrefix(list[i].Owner, "kcl-") || list[i].Owner != "" && list[i].Owner == s.w.foreignAs
 		}

@@ -273,3 +273,32 @@ func TestMembershipHeartbeatsBoundedAtShortSyncs(t *testing.T) {
 	w.check()
 	goleak.VerifyNone(t, ignore)
 }
+
+// A fresh group with a backlog: a lone instance delivers its first record as soon as it holds a
+// lease, with no wait for instances that might be starting with it (it waited 1.5 s before);
+// a second instance started at the same instant gets its share by handoff, within three lease
+// syncs.
+func TestGroupFirstDelivery(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 4)
+	for i := range 4 {
+		w.publishTo(i, 25)
+	}
+	startedAt := w.now()
+	w.start("w1")
+	w.runUntil("w1 delivers", time.Second, func() bool { return len(w.deliveriesOf(func(grpDelivery) bool { return true })) > 0 })
+	first := w.deliveriesOf(func(grpDelivery) bool { return true })[0].at.Sub(startedAt)
+	w.start("w2")
+	even := w.runUntil("spread over w1 and w2", 3*grpSyncInterval, func() bool { return w.spread("w1", "w2") })
+	t.Logf("fresh group: first delivery %s after Subscribe was called; a second instance started then has its share %s later (%s)",
+		first, even, w.counts("w1", "w2"))
+	if first > 500*time.Millisecond {
+		t.Errorf("first delivery %s after Subscribe, want at most 500ms", first)
+	}
+	w.allDelivered(2 * grpSyncInterval)
+	for _, wk := range w.workerList() {
+		w.close(wk)
+	}
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}

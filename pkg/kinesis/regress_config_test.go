@@ -14,6 +14,16 @@ import (
 // "|", the group and the "|NN" of a lease partition), with an error that names the Group.Name
 // field; a group of exactly 1916 bytes, or of valid multi-byte UTF-8, is accepted.
 func TestRegress_ConsumerGroupValidated(t *testing.T) {
+	// 1916 bytes is what the lease table's keys leave: with the longest stream name, the
+	// partition key of a lease is then exactly DynamoDB's 2048 bytes, and a member record's
+	// is shorter.
+	longest, stream := strings.Repeat("g", 1916), strings.Repeat("s", 128)
+	if n := len(lease.DynamoDBPartitionKey(lease.Key{Group: longest, Stream: stream, ShardID: "shardId-000000000000"})); n != 2048 {
+		t.Fatalf("a lease partition key of a 1916-byte group on a 128-byte stream is %d bytes, want 2048", n)
+	}
+	if n := len(lease.DynamoDBMemberPartitionKey(longest, stream)); n > 2048 {
+		t.Fatalf("a member partition key of a 1916-byte group on a 128-byte stream is %d bytes, over 2048", n)
+	}
 	client := memlog.New(memlog.Config{})
 	cases := []struct {
 		name   string

@@ -2,14 +2,13 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the DynamoDBStore uses. *dynamodb.Client
@@ -25,14 +24,6 @@ type DynamoDBAPI interface {
 }
 
 var _ DynamoDBAPI = (*dynamodb.Client)(nil)
-
-// ErrTableNotFound is returned by NewDynamoDBStore when the lease table does not exist and
-// DynamoDBConfig.CreateTable is off.
-var ErrTableNotFound = errors.New("lease table not found")
-
-// DefaultCreateTableTimeout is how long NewDynamoDBStore waits for a table it creates to become
-// ACTIVE when DynamoDBConfig.CreateTableTimeout is zero.
-const DefaultCreateTableTimeout = 2 * time.Minute
 
 // Attribute names of the lease table; see DynamoDBStore for what each holds.
 const (
@@ -129,7 +120,7 @@ func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, 
 		return nil, fmt.Errorf("invalid DynamoDB lease store config: %w", err)
 	}
 	s := &DynamoDBStore{client: cfg.Client, table: cfg.TableName}
-	desc, err := prepareTable(ctx, dynamoDBTableSpec(cfg))
+	desc, err := dynamo.PrepareTable(ctx, dynamoDBTableSpec(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -138,15 +129,6 @@ func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, 
 	}
 	return s, nil
 }
-
-// TableName is the lease table's name.
-func (s *DynamoDBStore) TableName() string { return s.table }
-
-// Polling bounds of waitUsable.
-const (
-	tableWaitFirst = 20 * time.Millisecond
-	tableWaitMax   = 2 * time.Second
-)
 
 // partitionKey is stream + "|" + group: the start of the partition key of each of a group's
 // lease buckets, and of its member partition after the "#".
@@ -177,7 +159,7 @@ func (s *DynamoDBStore) Create(ctx context.Context, l Lease) (Lease, error) {
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 	})
 	switch {
-	case isConditionFailed(err):
+	case dynamo.IsConditionFailed(err):
 		return Lease{}, &ConditionError{Op: OpCreate, Key: key, Err: ErrLeaseExists}
 	case err != nil:
 		return Lease{}, s.callErr(OpCreate, key, err)
@@ -251,11 +233,11 @@ func (s *DynamoDBStore) DeleteFinished(ctx context.Context, observed Lease) erro
 		ConditionExpression:      aws.String("attribute_not_exists(#pk) OR (#cp = :end AND #c = :c)"),
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#cp": attrCheckpoint, "#c": attrCounter},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":end": &types.AttributeValueMemberS{Value: ShardEnd}, ":c": numberValue(observed.Counter),
+			":end": &types.AttributeValueMemberS{Value: ShardEnd}, ":c": dynamo.Number(observed.Counter),
 		},
 	})
 	switch {
-	case isConditionFailed(err):
+	case dynamo.IsConditionFailed(err):
 		return &ConditionError{Op: OpDeleteFinished, Key: key, Err: ErrLeaseChanged}
 	case err != nil:
 		return s.callErr(OpDeleteFinished, key, err)

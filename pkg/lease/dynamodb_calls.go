@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // before runs the checks every operation shares, as MemoryStore.before does: the caller's input,
@@ -42,11 +43,6 @@ func (s *DynamoDBStore) callErr(op string, key Key, err error) error {
 // malformedErr reports an item that is not a lease this store could have written.
 func (s *DynamoDBStore) malformedErr(op string, key Key, err error) error {
 	return fmt.Errorf("lease %s of %s: DynamoDB table %q holds a malformed item: %w", op, key, s.table, err)
-}
-
-func isConditionFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
 }
 
 // queryPartition reads every item of one partition with strongly consistent Query pages (of at
@@ -102,7 +98,7 @@ func (s *DynamoDBStore) update(ctx context.Context, op string, key Key, set, con
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	switch {
-	case isConditionFailed(err):
+	case dynamo.IsConditionFailed(err):
 		return Lease{}, true, nil
 	case err != nil:
 		return Lease{}, false, s.callErr(op, key, err)

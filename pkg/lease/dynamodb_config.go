@@ -3,8 +3,9 @@ package lease
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // DynamoDBConfig configures a DynamoDBStore.
@@ -20,18 +21,16 @@ type DynamoDBConfig struct {
 	// themselves.
 	CreateTable bool
 	// CreateTableTimeout bounds how long NewDynamoDBStore waits for the table to become ACTIVE
-	// (including its creation) when it is being created. Default (zero): 2 minutes
-	// (DefaultCreateTableTimeout). Must not be negative.
+	// (including its creation) when it is being created. Default (zero): 2 minutes. Must not be
+	// negative.
 	CreateTableTimeout time.Duration
 }
 
 func (c *DynamoDBConfig) setDefaults() {
 	if c.CreateTableTimeout == 0 {
-		c.CreateTableTimeout = DefaultCreateTableTimeout
+		c.CreateTableTimeout = dynamo.DefaultCreateTableTimeout
 	}
 }
-
-var tableNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 
 // Validate reports every problem of the configuration at once (errors.Join). Zero values that
 // have a default are valid.
@@ -43,7 +42,7 @@ func (c DynamoDBConfig) Validate() error {
 	switch {
 	case c.TableName == "":
 		errs = append(errs, errors.New("DynamoDBConfig.TableName is empty"))
-	case !tableNamePattern.MatchString(c.TableName):
+	case !dynamo.TableNamePattern.MatchString(c.TableName):
 		errs = append(errs, fmt.Errorf(
 			"DynamoDBConfig.TableName %q is not a valid DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-', '.')",
 			c.TableName))

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // Expressions of the handoff writes. They are constants so that a reader of the table (or of a
@@ -49,9 +50,9 @@ func (s *DynamoDBStore) RequestHandoff(ctx context.Context, observed Lease, take
 	}
 	values := map[string]types.AttributeValue{
 		":o":   &types.AttributeValueMemberS{Value: observed.Owner},
-		":g":   numberValue(observed.Generation),
+		":g":   dynamo.Number(observed.Generation),
 		":t":   &types.AttributeValueMemberS{Value: taker},
-		":one": numberValue(1),
+		":one": dynamo.Number(1),
 	}
 	l, failed, err := s.update(ctx, OpRequestHandoff, key, requestHandoffUpdate, requestHandoffCondition, names, values)
 	if err != nil || !failed {
@@ -90,8 +91,8 @@ func (s *DynamoDBStore) Handoff(ctx context.Context, held Lease) (Lease, error) 
 	}
 	values := map[string]types.AttributeValue{
 		":me":  &types.AttributeValueMemberS{Value: held.Owner},
-		":g":   numberValue(held.Generation),
-		":one": numberValue(1),
+		":g":   dynamo.Number(held.Generation),
+		":one": dynamo.Number(1),
 	}
 	l, failed, err := s.update(ctx, OpHandoff, key, handoffUpdate, handoffCondition, names, values)
 	if err != nil || !failed {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // itemShardID is the item's sort key, or "" if it has none, for error messages.
@@ -18,18 +19,14 @@ func itemShardID(item map[string]types.AttributeValue) string {
 	return sv.Value
 }
 
-func numberValue(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
 // leaseToItem is the item of l; see DynamoDBStore for the layout. Empty optional fields are left
 // out rather than stored as empty values.
 func leaseToItem(l Lease) map[string]types.AttributeValue {
 	item := keyItem(l.Key())
 	item[attrGroup] = &types.AttributeValueMemberS{Value: l.Group}
 	item[attrStream] = &types.AttributeValueMemberS{Value: l.Stream}
-	item[attrGeneration] = numberValue(l.Generation)
-	item[attrCounter] = numberValue(l.Counter)
+	item[attrGeneration] = dynamo.Number(l.Generation)
+	item[attrCounter] = dynamo.Number(l.Counter)
 	if l.Owner != "" {
 		item[attrOwner] = &types.AttributeValueMemberS{Value: l.Owner}
 	}

@@ -31,9 +31,6 @@ func bucketPartitionKey(group, stream string, bucket int) string {
 	return partitionKey(group, stream) + pkSeparator + fmt.Sprintf("%02d", bucket)
 }
 
-// bucketSuffixLen is how many bytes the bucket adds to stream|group: "|" and two digits.
-const bucketSuffixLen = len(pkSeparator) + 2
-
 // leaseBucket is the bucket of a shard; see DynamoDBPartitionKey.
 func leaseBucket(shardID string) int {
 	h := fnv.New32a()

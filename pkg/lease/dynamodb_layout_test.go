@@ -109,13 +109,3 @@ func TestValueSize(t *testing.T) {
 		}
 	}
 }
-
-func TestMemberKeyOverhead(t *testing.T) {
-	// The longest keys of a group: a lease's partition key adds "|NN" to stream|group, a
-	// member record's "#".
-	k := Key{Group: "g", Stream: "s", ShardID: "x"}
-	base := len(partitionKey(k.Group, k.Stream))
-	if got := max(len(DynamoDBPartitionKey(k)), len(DynamoDBMemberPartitionKey(k.Group, k.Stream))) - base; got != MemberKeyOverhead {
-		t.Fatalf("the longest key adds %d bytes, MemberKeyOverhead = %d", got, MemberKeyOverhead)
-	}
-}

@@ -7,18 +7,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // memberPKPrefix starts the partition key of a group's member records: "#" + stream + "|" +
 // group. A stream name never starts with '#', so no member partition is a lease partition, and
 // a List never reads a member record.
 const memberPKPrefix = "#"
-
-// MemberKeyOverhead is how many bytes the longest partition key the store writes adds to
-// stream + "|" + group, which bounds the length of a group name: 3, the "|NN" of a lease's
-// bucket (DynamoDBPartitionKey), more than the "#" that starts a member record's. (The name is
-// older than the buckets; it is kept for the callers that bound group names with it.)
-const MemberKeyOverhead = max(len(memberPKPrefix), bucketSuffixLen)
 
 func memberPartitionKey(group, stream string) string {
 	return memberPKPrefix + partitionKey(group, stream)
@@ -29,9 +24,9 @@ func memberPartitionKey(group, stream string) string {
 // what Heartbeat and NotifyMember store is this item.
 func memberToItem(m Member) map[string]types.AttributeValue {
 	item := memberKeyItem(m)
-	item[attrCounter] = numberValue(m.Counter)
+	item[attrCounter] = dynamo.Number(m.Counter)
 	if m.Notices != 0 {
-		item[attrNotices] = numberValue(m.Notices)
+		item[attrNotices] = dynamo.Number(m.Notices)
 	}
 	return item
 }
@@ -74,7 +69,7 @@ func (s *DynamoDBStore) Heartbeat(ctx context.Context, m Member) (Member, error)
 		Key:                       memberKeyItem(m),
 		UpdateExpression:          aws.String("ADD #c :one"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numberValue(1)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": dynamo.Number(1)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	switch {
@@ -124,10 +119,10 @@ func (s *DynamoDBStore) RemoveMember(ctx context.Context, observed Member) error
 		Key:                       memberKeyItem(observed),
 		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #c = :c"),
 		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#c": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":c": numberValue(observed.Counter)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": dynamo.Number(observed.Counter)},
 	})
 	switch {
-	case isConditionFailed(err):
+	case dynamo.IsConditionFailed(err):
 		return &ConditionError{Op: OpRemoveMember, Key: observed.Key(), Err: ErrMemberChanged}
 	case err != nil:
 		return s.callErr(OpRemoveMember, observed.Key(), err)
@@ -148,9 +143,9 @@ func (s *DynamoDBStore) NotifyMember(ctx context.Context, m Member) error {
 		UpdateExpression:          aws.String("ADD #n :one"),
 		ConditionExpression:       aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames:  map[string]string{"#n": attrNotices, "#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numberValue(1)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": dynamo.Number(1)},
 	})
-	if err != nil && !isConditionFailed(err) {
+	if err != nil && !dynamo.IsConditionFailed(err) {
 		return s.callErr(OpNotifyMember, m.Key(), err)
 	}
 	return nil

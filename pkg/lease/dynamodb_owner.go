@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/internal/dynamo"
 )
 
 // Take implements Store: one UpdateItem conditioned on the observed owner, generation and
@@ -26,10 +25,10 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 		"#pend": attrPendingOwner,
 	}
 	values := map[string]types.AttributeValue{
-		":g":   numberValue(observed.Generation),
-		":c":   numberValue(observed.Counter),
+		":g":   dynamo.Number(observed.Generation),
+		":c":   dynamo.Number(observed.Counter),
 		":new": &types.AttributeValueMemberS{Value: owner},
-		":one": numberValue(1),
+		":one": dynamo.Number(1),
 	}
 	cond := "attribute_exists(#pk) AND #gen = :g AND #ctr = :c AND "
 	if observed.Owner == "" {
@@ -47,33 +46,10 @@ func (s *DynamoDBStore) Take(ctx context.Context, observed Lease, owner string) 
 }
 
 // notFoundOrChanged reads the lease back after a failed take or handoff request:
-// ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise (see itemGoneOrChanged).
+// ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise or if the read fails (see
+// dynamo.GoneOrChanged).
 func (s *DynamoDBStore) notFoundOrChanged(ctx context.Context, key Key) error {
-	return itemGoneOrChanged(ctx, s.client, s.table, keyItem(key), attrPK)
-}
-
-// itemGoneOrChanged reads an item back, by its key and a projection of keyAttr alone, after a
-// conditional write to it failed: ErrLeaseNotFound if it is gone, ErrLeaseChanged otherwise. If
-// the read fails, the write still did not apply; the answer is then ErrLeaseChanged (a lease
-// that is gone has changed too, and the caller lists again either way) with the read's error
-// in the message.
-func itemGoneOrChanged(ctx context.Context, client DynamoDBAPI, table string, key map[string]types.AttributeValue, keyAttr string) error {
-	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:                aws.String(table),
-		Key:                      key,
-		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#k"),
-		ExpressionAttributeNames: map[string]string{"#k": keyAttr},
-	})
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w (reading it back from DynamoDB table %q to tell whether it still exists failed: %v)",
-			ErrLeaseChanged, table, err)
-	case out == nil || len(out.Item) == 0:
-		return ErrLeaseNotFound
-	default:
-		return ErrLeaseChanged
-	}
+	return dynamo.GoneOrChanged(ctx, s.client, s.table, keyItem(key), attrPK, ErrLeaseNotFound, ErrLeaseChanged)
 }
 
 // ownerCondition is the condition of the owner's own writes: it still owns the lease, in the
@@ -95,7 +71,7 @@ func (s *DynamoDBStore) ownerUpdate(ctx context.Context, op string, held Lease, 
 	names["#owner"] = attrOwner
 	names["#gen"] = attrGeneration
 	values[":me"] = &types.AttributeValueMemberS{Value: held.Owner}
-	values[":g"] = numberValue(held.Generation)
+	values[":g"] = dynamo.Number(held.Generation)
 	l, failed, err := s.update(ctx, op, key, set, ownerCondition, names, values)
 	if err != nil || !failed {
 		return l, err
@@ -110,7 +86,7 @@ func (s *DynamoDBStore) Renew(ctx context.Context, held Lease) (Lease, error) {
 	}
 	return s.ownerUpdate(ctx, OpRenew, held, "SET #ctr = #ctr + :one",
 		map[string]string{"#ctr": attrCounter},
-		map[string]types.AttributeValue{":one": numberValue(1)})
+		map[string]types.AttributeValue{":one": dynamo.Number(1)})
 }
 
 // Checkpoint implements Store: checkpoint set and counter + 1, conditioned on owner and
@@ -128,7 +104,7 @@ func (s *DynamoDBStore) Checkpoint(ctx context.Context, held Lease, checkpoint s
 		map[string]string{"#cp": attrCheckpoint, "#ctr": attrCounter},
 		map[string]types.AttributeValue{
 			":cp":  &types.AttributeValueMemberS{Value: checkpoint},
-			":one": numberValue(1),
+			":one": dynamo.Number(1),
 		})
 }
 
@@ -141,5 +117,5 @@ func (s *DynamoDBStore) Release(ctx context.Context, held Lease) (Lease, error) 
 	return s.ownerUpdate(ctx, OpRelease, held,
 		"SET #gen = #gen + :one, #ctr = #ctr + :one REMOVE #owner, #pend",
 		map[string]string{"#ctr": attrCounter, "#pend": attrPendingOwner},
-		map[string]types.AttributeValue{":one": numberValue(1)})
+		map[string]types.AttributeValue{":one": dynamo.Number(1)})
 }

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -66,10 +65,6 @@ const (
 	OpRemoveMember = "remove-member"
 	OpNotifyMember = "notify-member"
 )
-
-// ErrMemberChanged is returned by RemoveMember when the member's counter moved since the
-// caller observed it: the member is alive after all (or came back), so its record stays.
-var ErrMemberChanged = errors.New("member heartbeat moved since it was observed")
 
 // validateMember rejects a member key with an empty part, as validateKey does for leases.
 func validateMember(op string, m Member) error {

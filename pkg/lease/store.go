@@ -7,11 +7,14 @@
 // instead of overwriting the new owner's progress. A Store may also keep the group's member
 // records (Membership), which only count the workers for the fair shares.
 //
-// Three stores come with the package: MemoryStore (one process, and every test), DynamoDBStore
-// (a table of this package's layout) and KCLStore (a KCL application's lease table). To keep
-// leases in another database, implement Store (and, optionally, Membership) and run the
-// conformance suite of package leasetest against it: docs/consumer-groups.md, "Writing a
-// lease store", says what each call must guarantee and why.
+// Two stores come with the package: MemoryStore (one process, and every test) and
+// DynamoDBStore (a table of this package's layout). A third, kcl.Store in package
+// pkg/lease/kcl, keeps leases in a KCL application's lease table; of this package it uses the
+// exported API alone, as a store of your own would (besides DynamoDB helpers it shares with
+// DynamoDBStore in an internal package). To keep leases in another database, implement Store
+// (and, optionally, Membership) and run the conformance suite of package leasetest against
+// it: docs/consumer-groups.md, "Writing a lease store", says what each call must guarantee and
+// why.
 package lease
 
 import (
@@ -55,7 +58,7 @@ type Lease struct {
 	// see RequestHandoff.
 	PendingOwner string
 	// Foreign reports that Owner holds the lease outside this package's protocol: a KCL
-	// worker on a KCL application's lease table (KCLStore), which took or created the lease
+	// worker on a KCL application's lease table (kcl.Store), which took or created the lease
 	// itself. Such an owner answers no handoff request and heartbeats no member record, and a
 	// group never reads beside a live one (docs/kcl.md). A store sets it from what it reads;
 	// it is false for every lease of MemoryStore and DynamoDBStore, and a store ignores it in
@@ -104,11 +107,17 @@ var (
 	// asked for it (any more): there is nobody to hand it to, so the caller keeps it and goes on
 	// reading.
 	ErrNoPendingOwner = errors.New("lease has no pending owner to hand over to")
+	// ErrMemberChanged is returned by RemoveMember when the member's counter moved since the
+	// caller observed it: the member is alive after all (or came back), so its record stays.
+	ErrMemberChanged = errors.New("member heartbeat moved since it was observed")
+	// ErrTableNotFound is returned by NewDynamoDBStore (and kcl.NewStore) when a table it needs
+	// does not exist and the config does not let it create the table.
+	ErrTableNotFound = errors.New("lease table not found")
 )
 
 // ConditionError is the error of a conditional write that did not apply. It names the lease
 // and the operation; errors.Is matches its Err (ErrLeaseLost, ErrLeaseExists, ErrLeaseChanged,
-// ErrLeaseNotFound or ErrNoPendingOwner).
+// ErrLeaseNotFound, ErrNoPendingOwner or ErrMemberChanged).
 type ConditionError struct {
 	Op  string
 	Key Key
@@ -206,7 +215,7 @@ type Store interface {
 }
 
 // ForeignTable is implemented by a Store whose table workers outside this package's protocol
-// may share: a KCL application's lease table (KCLStore). Whether a lease is held by one is
+// may share: a KCL application's lease table (kcl.Store). Whether a lease is held by one is
 // Lease.Foreign, which is all a group needs to stay safe; this interface names those workers
 // for log lines and makes a quiet group list the leases at least every LeaseDuration, so that
 // one that starts taking free leases is seen soon (docs/kcl.md).

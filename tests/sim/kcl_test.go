@@ -1,6 +1,6 @@
 package sim_test
 
-// A group moving in from a KCL application (lease.KCLStore; docs/kcl.md), under the same random
+// A group moving in from a KCL application (kcl.Store; docs/kcl.md), under the same random
 // schedules as every seed. One seed in four (every seed with SIM_MIX=kcl) starts from a table a
 // KCL application left: a backlog of records, each shard's lease held by a KCL worker with a
 // checkpoint somewhere in the shard, and the store telling the group that KCL workers share it

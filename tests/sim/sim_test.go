@@ -10,6 +10,8 @@
 //
 //	go test ./tests/sim                                  seeds 1..200 (SIM_SEEDS to change)
 //	SIM_SEED=17 go test ./tests/sim -run TestSimulation  seed 17 alone, with its schedule
+//	SIM_SEED=17 SIM_REPEAT=200 SIM_BRIEF=1 ...           seed 17, 200 times (a failure may need
+//	                                                     one order of goroutines: see rerun)
 //	SIM_MIX=faults|restarts|subs|calm                    another scenario family (events_test.go)
 //	make sim SEEDS=1000                                  without -race, a line per failing seed
 //	                                                     and a summary line
@@ -61,8 +63,7 @@ func (o *outcome) invariants() string {
 
 func (o *outcome) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d broke invariants %s (%s)\nrerun: SIM_SEED=%d go test ./tests/sim -run TestSimulation\n",
-		o.seed, o.invariants(), o.stats, o.seed)
+	fmt.Fprintf(&b, "seed %d broke invariants %s (%s)\n%s\n", o.seed, o.invariants(), o.stats, rerun(o.seed))
 	perInv := map[int]int{}
 	for _, v := range o.violations {
 		perInv[v.inv]++
@@ -119,7 +120,7 @@ func TestSimulation(t *testing.T) {
 					mu.Unlock()
 					switch {
 					case o.failed() && briefFailures:
-						t.Errorf("seed %d broke invariants %s: %s", o.seed, o.invariants(), o.violations[0].msg)
+						t.Errorf("seed %d broke invariants %s: %s\n%s", o.seed, o.invariants(), o.violations[0].msg, rerun(o.seed))
 					case o.failed():
 						t.Error(o)
 					}
@@ -132,14 +133,36 @@ func TestSimulation(t *testing.T) {
 // seedBatch is how many seeds run in parallel at most.
 const seedBatch = 32
 
-// seedsFromEnv is SIM_SEED (one seed) or SIM_SEEDS (seeds 1..n), default 1..defaultSeeds.
+// rerun is how to replay a seed. A seed fixes the schedule, not the order of the goroutines
+// within one fake instant, so a failure that needs one order shows in some runs of its seed
+// only: the command runs it SIM_REPEAT times.
+func rerun(seed uint64) string {
+	mix := os.Getenv("SIM_MIX")
+	if mix != "" {
+		mix = "SIM_MIX=" + mix + " "
+	}
+	return fmt.Sprintf("rerun: %sSIM_SEED=%d SIM_REPEAT=200 SIM_BRIEF=1 go test ./tests/sim -run '^TestSimulation$' (then SIM_SEED=%d alone prints the schedule)", mix, seed, seed)
+}
+
+// seedsFromEnv is SIM_SEED (one seed, SIM_REPEAT times: default once) or SIM_SEEDS (seeds
+// 1..n), default 1..defaultSeeds.
 func seedsFromEnv() ([]uint64, error) {
 	if s := os.Getenv("SIM_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("SIM_SEED=%q: %w", s, err)
 		}
-		return []uint64{n}, nil
+		repeat := 1
+		if r := os.Getenv("SIM_REPEAT"); r != "" {
+			if repeat, err = strconv.Atoi(r); err != nil || repeat < 1 {
+				return nil, fmt.Errorf("SIM_REPEAT=%q: want a positive number", r)
+			}
+		}
+		seeds := make([]uint64, repeat)
+		for i := range seeds {
+			seeds[i] = n
+		}
+		return seeds, nil
 	}
 	count := defaultSeeds
 	if s := os.Getenv("SIM_SEEDS"); s != "" {

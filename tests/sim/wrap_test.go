@@ -315,7 +315,7 @@ func (s *simStore) List(ctx context.Context, group, stream string) ([]lease.Leas
 		return lease.Lease{}, err
 	})
 	if s.ForeignWorkers() != "" {
-		// As a KCLStore reads them: a lease a KCL worker (kcl-*) holds is foreign.
+		// As a kcl.Store reads them: a lease a KCL worker (kcl-*) holds is foreign.
 		for i := range out {
 			out[i].Foreign = strings.HasPrefix(out[i].Owner, "kcl-")
 		}

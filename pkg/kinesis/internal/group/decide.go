@@ -134,7 +134,7 @@ func decide(v view) plan {
 	}
 	expired := func(l lease.Lease) bool {
 		at, ok := v.expiresAt[l.ShardID]
-		return ok && !v.listedAt.Before(at)
+		return ok && (takeEarly || !v.listedAt.Before(at))
 	}
 	foreign := map[string]bool{}
 	for _, l := range v.leases {

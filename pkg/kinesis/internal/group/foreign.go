@@ -10,7 +10,7 @@ import (
 )
 
 // Workers outside the group's protocol. On a lease table shared with them (a KCL
-// application's, lease.KCLStore) a lease may be held by one: lease.Lease.Foreign, which the
+// application's, kcl.Store) a lease may be held by one: lease.Lease.Foreign, which the
 // store reads from the item (a KCL worker writes leaseOwner and none of this package's
 // attributes). A stopped one's leases expire by their counters, like any, and are taken, after
 // foreignExpiryMargin more. A live one (a KCL worker still running: its counters move, or it
@@ -45,7 +45,7 @@ func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {
 // goroutine.
 type foreignWatch struct {
 	// name names them in log lines: lease.ForeignTable.ForeignWorkers of the store, or a
-	// description of any for a store that does not say (a wrapper of a KCLStore, say).
+	// description of any for a store that does not say (a wrapper of a kcl.Store, say).
 	name string
 	// shared: the store is a lease.ForeignTable that says foreign workers may share it.
 	shared   bool

@@ -142,6 +142,13 @@ func (c *Subscription) run() {
 				continue
 			}
 			c.recheckIfNotFound(ex.Err)
+			if ex.HandedTo != "" {
+				// The new owner sees the lease is its own at its next listing; a notice
+				// brings that forward to its next heartbeat.
+				ctx, cancel := c.callContext()
+				c.notify(ctx, []string{ex.HandedTo})
+				cancel()
+			}
 			if !ex.ShardEnded {
 				continue
 			}

@@ -75,7 +75,7 @@ func (r *Reader) callOut(ctx context.Context, cancel context.CancelFunc, call fu
 			return err, nil
 		default:
 		}
-		if _, stepErr := r.turn(done); stepErr != nil || r.handedOff {
+		if _, stepErr := r.turn(done); stepErr != nil || r.handedTo != "" {
 			cancel()
 			<-done
 			if stepErr == nil {

@@ -33,7 +33,7 @@ type leaseState struct {
 	// handoffRetry: the next Handoff call is not sent before this: after a failed one, and,
 	// with fan-out, before Kinesis takes the next owner's subscription (beginHandoff).
 	handoffRetry time.Time
-	handedOff    bool // the lease went to the worker that asked for it
+	handedTo     string // the worker the lease was handed over to ("" while it is held)
 	// paused: past the stop point with no renewal since; nothing is sent or read until a
 	// renewal succeeds.
 	paused  bool
@@ -277,8 +277,16 @@ func (r *Reader) writeCheckpoint(ctx context.Context, seq string) error {
 	if stop := r.stopOn("checkpointing", err); stop != nil {
 		return stop
 	}
-	if !errors.Is(err, errLeaseStale) { // past the stop point: the pause that follows says so
-		logs.Warn(r.cfg.Logger, "Writing a checkpoint failed; will retry", err, r.LogFields().Add(watermill.LogFields{"sequence_number": seq}))
+	// As a failed renewal (logRenewFailed): it costs nothing if a later write succeeds before
+	// the stop point, and the pause that follows if none does is the WARN. Past the stop point
+	// the pause says so; while paused, each retry is DEBUG.
+	fields := r.LogFields().Add(watermill.LogFields{"sequence_number": seq, "err": err})
+	switch {
+	case errors.Is(err, errLeaseStale):
+	case r.paused:
+		r.cfg.Logger.Debug("Writing a checkpoint failed while paused; will retry", fields)
+	default:
+		r.cfg.Logger.Info("Writing a checkpoint failed; will retry", fields)
 	}
 	return nil
 }
@@ -316,7 +324,7 @@ func (r *Reader) handOver() error {
 	case err == nil:
 		r.cfg.Logger.Info("Lease handed over", r.LogFields().Add(watermill.LogFields{"to": l.Owner}))
 		r.metrics.Count(CountHandedOver, 1)
-		r.held, r.handedOff = nil, true
+		r.held, r.handedTo = nil, l.Owner
 		return nil
 	case errors.Is(err, lease.ErrNoPendingOwner):
 		// Nobody waits for the lease any more: go on delivering. The application was told

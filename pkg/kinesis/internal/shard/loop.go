@@ -17,7 +17,7 @@ func (r *Reader) loop() (shardEnded bool, err error) {
 		switch {
 		case ended:
 			return true, nil
-		case r.handedOff:
+		case r.handedTo != "":
 			return false, nil
 		case err != nil:
 			return false, err

@@ -22,8 +22,9 @@ type Exit struct {
 	// ShardEnded: the shard is closed and every record of it was acked (and, in a group,
 	// checkpointed SHARD_END).
 	ShardEnded bool
-	// HandedOff: the lease went to the worker that asked for it.
-	HandedOff bool
+	// HandedTo is the worker the lease went to, when it was handed over to the worker that
+	// asked for it; "" otherwise.
+	HandedTo string
 	// Children are the shards that replaced this one, from the read that reached its end:
 	// the coordinator creates their leases from them at once, without waiting for a shard
 	// listing that shows them.
@@ -205,7 +206,7 @@ func (r *Reader) Run() {
 		r.hook(r.cfg.Hooks.OnAcquired)
 	}
 	exit.ShardEnded, exit.Err = r.loop()
-	exit.HandedOff = r.handedOff
+	exit.HandedTo = r.handedTo
 	if exit.ShardEnded {
 		exit.Children = r.children
 	}

@@ -1,4 +1,4 @@
-package lease
+package kcl
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
 // Attributes of a KCL lease item, as the KCL's lease serializers name them.
@@ -38,7 +39,7 @@ const (
 )
 
 // identifierCache holds the multi-stream identifiers known by stream name: those configured
-// (KCLConfig.StreamIdentifiers), which always win, and those the last listing of a stream
+// (Config.StreamIdentifiers), which always win, and those the last listing of a stream
 // found. Safe for concurrent use.
 type identifierCache struct {
 	configured map[string]string // never written after newIdentifierCache
@@ -84,20 +85,20 @@ func creationEpoch(id string) int64 {
 
 // itemKey is the KCL item key of a lease: the shard id, or in a multi-stream table the stream
 // identifier, ':' and the shard id.
-func (s *KCLStore) itemKey(op string, key Key) (map[string]types.AttributeValue, error) {
+func (s *Store) itemKey(op string, key lease.Key) (map[string]types.AttributeValue, error) {
 	item, _, err := s.itemKeyOf(op, key)
 	return item, err
 }
 
 // itemKeyOf is itemKey and, in a multi-stream table, the stream identifier it is made of (read
 // once, so that a Create writes the same in leaseKey and streamName).
-func (s *KCLStore) itemKeyOf(op string, key Key) (map[string]types.AttributeValue, string, error) {
+func (s *Store) itemKeyOf(op string, key lease.Key) (map[string]types.AttributeValue, string, error) {
 	leaseKey, id := key.ShardID, ""
 	if s.cfg.MultiStream {
 		var ok bool
 		id, ok = s.streamIDs.get(key.Stream)
 		if !ok {
-			return nil, "", fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q has no lease of stream %q to learn its identifier from, and KCLConfig.StreamIdentifiers does not name it: add %q: \"account:%s:creationEpoch\"",
+			return nil, "", fmt.Errorf("lease %s of %s: multi-stream KCL lease table %q has no lease of stream %q to learn its identifier from, and kcl.Config.StreamIdentifiers does not name it: add %q: \"account:%s:creationEpoch\"",
 				op, key, s.cfg.TableName, key.Stream, key.Stream, key.Stream)
 		}
 		leaseKey = id + ":" + key.ShardID
@@ -106,11 +107,11 @@ func (s *KCLStore) itemKeyOf(op string, key Key) (map[string]types.AttributeValu
 }
 
 // kclCheckpointOf is the KCL checkpoint (sequence number and sub-sequence number) of a
-// checkpoint of this package: "seq" is (seq, 0), "seq:sub" is (seq, sub), ShardEnd is
+// lease.Lease's checkpoint: "seq" is (seq, 0), "seq:sub" is (seq, sub), lease.ShardEnd is
 // (SHARD_END, 0). Anything else is an error: the KCL compares checkpoints as numbers.
 func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
-	if cp == ShardEnd {
-		return ShardEnd, 0, nil
+	if cp == lease.ShardEnd {
+		return lease.ShardEnd, 0, nil
 	}
 	seq, subText, inside := strings.Cut(cp, ":")
 	if inside {
@@ -124,20 +125,20 @@ func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
 	return seq, sub, nil
 }
 
-// checkpointOfKCL is this package's checkpoint of a KCL one: "" for a sentinel of an unread
-// shard, ShardEnd, and "seq:sub" for a sequence number. The KCL writes sub-sequence number 0
-// both for a plain record and for the first user record of an aggregate; "seq:0" makes the
-// reader resume at seq and skip what (seq, 0) covers either way (see the reader's DropDone),
-// where "seq" would skip the rest of the aggregate.
+// checkpointOfKCL is the lease.Lease checkpoint of a KCL one: "" for a sentinel of an unread
+// shard, lease.ShardEnd, and "seq:sub" for a sequence number. The KCL writes sub-sequence
+// number 0 both for a plain record and for the first user record of an aggregate; "seq:0" makes
+// the reader resume at seq and skip what (seq, 0) covers either way (see the reader's
+// DropDone), where "seq" would skip the rest of the aggregate.
 //
 // mine is what this store wrote as the checkpoint (kclWatermillCheckpoint): when it still says
 // the same as the KCL's attributes, it is the checkpoint, as it was given.
 func checkpointOfKCL(seq string, sub int64, mine string) string {
 	switch seq {
-	case KCLTrimHorizon, KCLLatest, KCLAtTimestamp, "":
+	case TrimHorizon, Latest, AtTimestamp, "":
 		return ""
-	case ShardEnd:
-		return ShardEnd
+	case lease.ShardEnd:
+		return lease.ShardEnd
 	}
 	if mine != "" {
 		if mineSeq, mineSub, err := kclCheckpointOf(mine); err == nil && mineSeq == seq && mineSub == sub {
@@ -205,10 +206,10 @@ func isKCLLease(item map[string]types.AttributeValue) bool {
 
 // leaseOfKCL reads a lease of this store's group from a KCL item. It never panics: an item the
 // KCL could not have written is an error that names the item and what is wrong.
-func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, error) {
+func (s *Store) leaseOfKCL(item map[string]types.AttributeValue) (lease.Lease, error) {
 	r := &kclItem{item: item}
 	leaseKey := r.str(kclLeaseKey, true)
-	l := Lease{Group: s.cfg.Application, Stream: s.cfg.Stream, ShardID: leaseKey}
+	l := lease.Lease{Group: s.cfg.Application, Stream: s.cfg.Stream, ShardID: leaseKey}
 	if s.cfg.MultiStream {
 		id := r.str(kclStreamName, true)
 		l.ShardID = r.str(kclShardID, true)
@@ -235,7 +236,7 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 	l.Generation = r.num(kclWatermillGen, false)
 	seq := r.str(kclCheckpoint, true)
 	switch seq {
-	case KCLTrimHorizon, KCLLatest, KCLAtTimestamp, ShardEnd, "":
+	case TrimHorizon, Latest, AtTimestamp, lease.ShardEnd, "":
 	default:
 		if n, ok := new(big.Int).SetString(seq, 10); !ok || n.Sign() < 0 {
 			r.errs = append(r.errs, fmt.Errorf("attribute %s is %q: neither a sentinel (TRIM_HORIZON, LATEST, AT_TIMESTAMP, SHARD_END) nor a sequence number", kclCheckpoint, seq))
@@ -251,7 +252,7 @@ func (s *KCLStore) leaseOfKCL(item map[string]types.AttributeValue) (Lease, erro
 		l.Foreign = true
 	}
 	if len(r.errs) > 0 {
-		return Lease{}, fmt.Errorf("KCL lease table %q: item %q is not a KCL lease: %w", s.cfg.TableName, leaseKey, errors.Join(r.errs...))
+		return lease.Lease{}, fmt.Errorf("KCL lease table %q: item %q is not a KCL lease: %w", s.cfg.TableName, leaseKey, errors.Join(r.errs...))
 	}
 	return l, nil
 }

@@ -1,23 +1,62 @@
-package lease_test
+package kcl_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/leasetest"
 )
+
+// dynamoClient is a client of the DynamoDB server at DYNAMODB_ENDPOINT (dynalite under
+// scripts/with-emulators.sh); the test is skipped when it is not set.
+func dynamoClient(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	endpoint := os.Getenv("DYNAMODB_ENDPOINT")
+	if endpoint == "" {
+		t.Skip("set DYNAMODB_ENDPOINT or run `make test`, which starts dynalite")
+	}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+// tableName is a table name no other test or run uses.
+func tableName(t *testing.T, what string) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("random name: %v", err)
+	}
+	return "lease-test-" + what + "-" + hex.EncodeToString(b[:])
+}
+
+// dropTable deletes the table when the test ends.
+func dropTable(t *testing.T, c *dynamodb.Client, table string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+}
 
 // kclIdentifier is a multi-stream KCL stream identifier of the tests' account.
 func kclIdentifier(stream string) string { return "123456789012:" + stream + ":1700000000" }
 
 // The conformance suite on KCL lease tables, single- and multi-stream: every subtest's group is
 // a KCL application with a table of its own, and the member records share one member table.
-func TestKCLStoreConformance(t *testing.T) {
+func TestStoreConformance(t *testing.T) {
 	c := dynamoClient(t)
 	members := tableName(t, "kcl-members")
 	for _, multi := range []bool{false, true} {
@@ -27,16 +66,16 @@ func TestKCLStoreConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			leasetest.RunScoped(t, leasetest.Scope{MultiStream: multi}, func(t *testing.T, group, stream string) lease.Store {
-				cfg := lease.KCLConfig{Client: c, TableName: tableName(t, "kcl"), Application: group, MemberTableName: members, CreateLeaseTable: true, CreateMemberTable: true}
+				cfg := kcl.Config{Client: c, TableName: tableName(t, "kcl"), Application: group, MemberTableName: members, CreateLeaseTable: true, CreateMemberTable: true}
 				if multi {
 					cfg.MultiStream = true
 					cfg.StreamIdentifiers = map[string]string{stream: kclIdentifier(stream), "stream-b": kclIdentifier("stream-b")}
 				} else {
 					cfg.Stream = stream
 				}
-				s, err := lease.NewKCLStore(t.Context(), cfg)
+				s, err := kcl.NewStore(t.Context(), cfg)
 				if err != nil {
-					t.Fatalf("NewKCLStore: %v", err)
+					t.Fatalf("NewStore: %v", err)
 				}
 				return s
 			})
@@ -47,11 +86,11 @@ func TestKCLStoreConformance(t *testing.T) {
 // A multi-stream table keeps the leases of a stream that was deleted and created again under
 // the old identifier beside the new one: List refuses to guess which is current, and with the
 // identifier configured it lists and writes that stream's leases alone.
-func TestKCLStoreRecreatedStream(t *testing.T) {
+func TestStoreRecreatedStream(t *testing.T) {
 	c := dynamoClient(t)
 	table := tableName(t, "kcl-recreated")
-	open := func(ids map[string]string) *lease.KCLStore {
-		s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Application: "app", MultiStream: true,
+	open := func(ids map[string]string) *kcl.Store {
+		s, err := kcl.NewStore(t.Context(), kcl.Config{Client: c, TableName: table, Application: "app", MultiStream: true,
 			StreamIdentifiers: ids, CreateLeaseTable: true, LeasesOnly: true})
 		if err != nil {
 			t.Fatal(err)
@@ -90,13 +129,13 @@ func TestKCLStoreRecreatedStream(t *testing.T) {
 	}
 }
 
-// A shard the KCL never checkpointed starts at its initialPositionInStream: NewKCLStore fails
-// when KCLConfig.InitialPosition says another, naming both, and opens with the same one.
-func TestKCLStoreInitialPositionMustMatch(t *testing.T) {
+// A shard the KCL never checkpointed starts at its initialPositionInStream: NewStore fails
+// when Config.InitialPosition says another, naming both, and opens with the same one.
+func TestStoreInitialPositionMustMatch(t *testing.T) {
 	c := dynamoClient(t)
 	table := tableName(t, "kcl-start")
-	cfg := lease.KCLConfig{Client: c, TableName: table, Stream: "orders", CreateLeaseTable: true, LeasesOnly: true}
-	if _, err := lease.NewKCLStore(t.Context(), cfg); err != nil {
+	cfg := kcl.Config{Client: c, TableName: table, Stream: "orders", CreateLeaseTable: true, LeasesOnly: true}
+	if _, err := kcl.NewStore(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	for i, cp := range []string{"LATEST", "49590338271490256608559692538361571095921575989136588898"} {
@@ -112,14 +151,14 @@ func TestKCLStoreInitialPositionMustMatch(t *testing.T) {
 		}
 	}
 	cfg.LeasesOnly, cfg.CreateMemberTable, cfg.MemberTableName = false, true, tableName(t, "kcl-start-members")
-	_, err := lease.NewKCLStore(t.Context(), cfg)
+	_, err := kcl.NewStore(t.Context(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "start at LATEST") || !strings.Contains(err.Error(), "shardId-000000000000") ||
-		!strings.Contains(err.Error(), "KCLConfig.InitialPosition is TRIM_HORIZON") {
-		t.Fatalf("NewKCLStore at TRIM_HORIZON on a table whose unread shard starts at LATEST: %v", err)
+		!strings.Contains(err.Error(), "kcl.Config.InitialPosition is TRIM_HORIZON") {
+		t.Fatalf("NewStore at TRIM_HORIZON on a table whose unread shard starts at LATEST: %v", err)
 	}
-	cfg.InitialPosition = lease.KCLLatest
-	if _, err := lease.NewKCLStore(t.Context(), cfg); err != nil {
-		t.Fatalf("NewKCLStore at LATEST: %v", err)
+	cfg.InitialPosition = kcl.Latest
+	if _, err := kcl.NewStore(t.Context(), cfg); err != nil {
+		t.Fatalf("NewStore at LATEST: %v", err)
 	}
 }
 
@@ -127,10 +166,10 @@ func TestKCLStoreInitialPositionMustMatch(t *testing.T) {
 // checkpointOwner. Mid-handoff between KCL workers, the lease reads as the old owner's, asked
 // for by the next, and foreign; mid-handoff away from a worker of the group (which never answers
 // it), it reads as the KCL worker's.
-func TestKCLStoreReads3xHandoff(t *testing.T) {
+func TestStoreReads3xHandoff(t *testing.T) {
 	c := dynamoClient(t)
 	table := tableName(t, "kcl-handoff")
-	s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Application: "app", Stream: "orders",
+	s, err := kcl.NewStore(t.Context(), kcl.Config{Client: c, TableName: table, Application: "app", Stream: "orders",
 		CreateLeaseTable: true, LeasesOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -162,19 +201,23 @@ func TestKCLStoreReads3xHandoff(t *testing.T) {
 	}
 }
 
-// A KCLStore opened with LeasesOnly has no member table: every member call fails with
+// A Store opened with LeasesOnly has no member table: every member call fails with
 // ErrNoMemberTable, naming the lease table.
-func TestKCLStoreLeasesOnlyHasNoMembers(t *testing.T) {
+func TestStoreLeasesOnlyHasNoMembers(t *testing.T) {
 	c := dynamoClient(t)
 	table := tableName(t, "kcl-leases-only")
 	dropTable(t, c, table)
-	s, err := lease.NewKCLStore(t.Context(), lease.KCLConfig{Client: c, TableName: table, Stream: "orders",
+	s, err := kcl.NewStore(t.Context(), kcl.Config{Client: c, TableName: table, Stream: "orders",
 		CreateLeaseTable: true, LeasesOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for op, err := range memberCalls(t.Context(), s, lease.Member{Group: table, Stream: "orders", Worker: "wm-1"}) {
-		if !errors.Is(err, lease.ErrNoMemberTable) || !strings.Contains(err.Error(), table) {
+	m := lease.Member{Group: table, Stream: "orders", Worker: "wm-1"}
+	_, heartbeat := s.Heartbeat(t.Context(), m)
+	_, members := s.Members(t.Context(), m.Group, m.Stream)
+	for op, err := range map[string]error{lease.OpHeartbeat: heartbeat, lease.OpMembers: members,
+		lease.OpRemoveMember: s.RemoveMember(t.Context(), m), lease.OpNotifyMember: s.NotifyMember(t.Context(), m)} {
+		if !errors.Is(err, kcl.ErrNoMemberTable) || !strings.Contains(err.Error(), table) {
 			t.Errorf("%s: %v, want ErrNoMemberTable naming the table", op, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package lease
+package kcl
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 // checkStartPositions fails when a lease the KCL created for a shard with no parent starts at
 // another sentinel than cfg.InitialPosition. Such a shard was never checkpointed: the group reads
 // it from the Subscriber's InitialPosition, which should be the KCL application's
-// initialPositionInStream, and KCLConfig.InitialPosition says it is. A KCL application at
+// initialPositionInStream, and Config.InitialPosition says it is. A KCL application at
 // TRIM_HORIZON moved to a Subscriber at LATEST would skip what the KCL would have read; the
 // other way round, it would read the whole retention period again.
 //
 // Only single-stream tables are checked (a multi-stream application may start each stream at
 // a position of its own), only leases the KCL created (not this store: watermillGeneration),
 // and only when they agree on one position (with several, no setting is right for all).
-func (s *KCLStore) checkStartPositions(ctx context.Context) error {
+func (s *Store) checkStartPositions(ctx context.Context) error {
 	if s.cfg.MultiStream {
 		return nil
 	}
@@ -41,7 +41,7 @@ func (s *KCLStore) checkStartPositions(ctx context.Context) error {
 			return nil
 		}
 		switch cp.Value {
-		case KCLTrimHorizon, KCLLatest, KCLAtTimestamp:
+		case TrimHorizon, Latest, AtTimestamp:
 			positions[cp.Value] = true
 			if cp.Value != s.cfg.InitialPosition {
 				at = cp.Value
@@ -58,7 +58,7 @@ func (s *KCLStore) checkStartPositions(ctx context.Context) error {
 	}
 	shown := odd[:min(len(odd), 3)]
 	return fmt.Errorf("KCL lease table %q: %d shards the KCL never checkpointed start at %s (the application's "+
-		"initialPositionInStream), e.g. %s, but KCLConfig.InitialPosition is %s: set it, and the Subscriber's InitialPosition, "+
+		"initialPositionInStream), e.g. %s, but kcl.Config.InitialPosition is %s: set it, and the Subscriber's InitialPosition, "+
 		"to %s, so that they start where the KCL would have started them",
 		s.cfg.TableName, len(odd), at, strings.Join(shown, ", "), s.cfg.InitialPosition, at)
 }
