@@ -57,7 +57,9 @@ type GroupConfig struct {
 	// UTF-8, without '#'.
 	// A second subscription open on one stream beside the first is WorkerID#2, and so on.
 	// Give an instance the same WorkerID across restarts (a pod name, say) and it takes its
-	// own leases back at once. Default: host name plus a random UUID.
+	// own leases back at once. It must be unique among the group's live instances: a lease
+	// held under it is this instance's, read at once, so two live processes sharing one
+	// would read each other's shards. Default: host name plus a random UUID.
 	WorkerID string
 
 	// CheckpointInterval is how often acked progress is written to the lease store; it is
@@ -65,10 +67,11 @@ type GroupConfig struct {
 	// the last interval, so a shorter interval means fewer duplicates after a crash and more
 	// lease store writes (one per shard per interval while messages are acked). Default: 5 s.
 	CheckpointInterval time.Duration
-	// LeaseDuration is how long a lease whose counter has not moved, or whose owner's
-	// heartbeats have not (as timed by the observer), stays with its owner before another
-	// instance may take it: about how long a crashed instance's shards wait for a new reader,
-	// counted from its last heartbeats the others saw. Default: 10 s.
+	// LeaseDuration is how long a lease's counter must be seen standing still, on the
+	// observer's own clock, before another instance may take it: a crashed instance's shards
+	// move LeaseDuration after the others first see its leases' last counters, within
+	// LeaseDuration + 2 LeaseSyncIntervals of the crash. An owner that cannot renew stops
+	// delivering at 0.8 × LeaseDuration after its last renewal. Default: 10 s.
 	LeaseDuration time.Duration
 	// LeaseRenewInterval is how often an owner renews its leases, and the time limit of each
 	// renewal and checkpoint call its readers make. Shorter gives an owner that cannot renew
@@ -76,10 +79,10 @@ type GroupConfig struct {
 	// at more writes; it must stay above the store's latency and below LeaseDuration.
 	// Default: LeaseDuration / 3.
 	LeaseRenewInterval time.Duration
-	// LeaseSyncInterval is how often a worker reads the group's members (it heartbeats twice
-	// per interval, but at most every 250 ms) and, when they show a change, lists the leases
-	// to take free or expired ones and to even out the group; a quiet group lists them every
-	// 30 intervals. Default: 2 s.
+	// LeaseSyncInterval is how often a worker reads the group's member records (it heartbeats
+	// its own twice per interval, but at most every 250 ms) and, when something changed, lists
+	// the leases to take free or expired ones and to even out the group; a quiet group lists
+	// them every 30 intervals. Default: 2 s.
 	LeaseSyncInterval time.Duration
 	// HandoffTimeout is how long a worker that asked for a lease (to even out the group)
 	// waits for the owner to hand it over before taking it. The owner lets the messages in

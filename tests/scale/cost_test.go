@@ -13,7 +13,7 @@ package scale_test
 //     least 1 RCU per page even when the bucket is empty.
 //   - Members: one strongly consistent Query of the member partition, priced the same way.
 //   - a write (Create = PutItem; Take, Renew, Checkpoint, Release, RequestHandoff, Handoff,
-//     Heartbeat = UpdateItem; DeleteFinished, RemoveMember = DeleteItem): ceil(item size / 1024)
+//     Heartbeat, NotifyMember = UpdateItem; DeleteFinished, RemoveMember = DeleteItem): ceil(item size / 1024)
 //     WCU on the item's partition, the larger of the item before and after, also when its
 //     condition fails (DynamoDB charges a failed conditional write).
 //   - a failed Take, RequestHandoff or Handoff is followed by a strongly consistent GetItem in
@@ -27,9 +27,7 @@ package scale_test
 // from lease.DynamoDBPartitionKey and lease.DynamoDBMemberPartitionKey. What it leaves out:
 // DynamoDB's adaptive capacity and burst, transactions (none are used), the 1 KB rounding of
 // item sizes that are near a boundary before and after an update being different (the larger
-// is charged), the store's DescribeTable at start, and its one-time look at the old layout's
-// partition (one small Query, and a PutItem of the layout marker, per store before its first
-// List or write).
+// is charged), and the store's DescribeTable at start.
 
 import (
 	"errors"
@@ -112,7 +110,7 @@ type count struct {
 	reads, writes int64 // lease-store calls that reached the table: List and Members; the others
 	failed        int64 // writes whose condition failed
 	rcu, wcu      int64
-	memberItems   int64 // member records read (Members and LeadingMembers)
+	memberItems   int64 // member records read (Members)
 }
 
 func (c *count) add(o count) {

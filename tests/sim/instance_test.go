@@ -59,7 +59,9 @@ type instance struct {
 	crashed bool // guarded by w.mu (deliver reads it)
 	closed  bool // guarded by w.mu
 	// closedInTrouble: Close began while the lease store failed or answered late for this
-	// instance, so its releases may have failed (guarded by w.mu).
+	// instance, or while it was paused (its calls hang: a reader that reached a shard's end
+	// then could not release the finished lease, and its coordinator was paused too), so its
+	// releases may have failed (guarded by w.mu).
 	closedInTrouble bool
 	startedAt       time.Time // when it was made, in bubble time
 	// done is closed once Close returned: a handler whose channel Close failed to close
@@ -296,7 +298,10 @@ func (in *instance) crash(hang bool) {
 // close closes the Subscriber; a crashed instance's calls fail from now on, so that its Close
 // returns as well (its leases stay behind, as a dead process's do).
 func (in *instance) close() {
-	storeTrouble := in.gate.cutOff()
+	in.mu.Lock()
+	paused := in.paused
+	in.mu.Unlock()
+	storeTrouble := in.gate.cutOff() || paused
 	in.w.mu.Lock()
 	wasClosed := in.closed
 	in.closed = true

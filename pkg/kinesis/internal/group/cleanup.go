@@ -10,7 +10,9 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// cleanFinished deletes the leases of finished shards (SHARD_END, released) once nothing can
+// cleanFinished deletes the leases of finished shards (SHARD_END, and released, or held by an
+// owner that could not release it and has not written it for LeaseDuration: a crash, a Close
+// that met a store outage; nobody takes a finished lease, so it would stay) once nothing can
 // need them again: every child the listing shows was taken (childrenStarted), or the shard has
 // left the stream. Either must have held for deleteFinishedAfter, as this worker saw it, so that
 // a worker acting on an older listing cannot create the lease again. No child waits on such a
@@ -52,7 +54,7 @@ func (c *Subscription) cleanFinished() {
 
 // deletableBecause says why a lease may be deleted now, or "" if it may not.
 func (c *Subscription) deletableBecause(l lease.Lease) string {
-	if l.Checkpoint != lease.ShardEnd || !l.Free() {
+	if l.Checkpoint != lease.ShardEnd || !l.Free() && !c.stoodStill(l) {
 		return ""
 	}
 	if _, listed := c.shards[l.ShardID]; !listed {
@@ -62,6 +64,13 @@ func (c *Subscription) deletableBecause(l lease.Lease) string {
 		return "shard finished and its children read"
 	}
 	return ""
+}
+
+// stoodStill: the last listing, sent LeaseDuration (and the foreign margin) or more after this
+// worker first saw l's owner, generation and counter, still showed them.
+func (c *Subscription) stoodStill(l lease.Lease) bool {
+	since, ok := c.leases.seen.leaseSince(l)
+	return ok && !c.leases.listedAt.Before(since.Add(c.expiresAfter(l)))
 }
 
 // leaseViewMaxAge is how old a listing of the leases createLeases may act on: a quarter of
@@ -105,9 +114,6 @@ func (c *Subscription) childrenStarted(id string) bool {
 	return n > 0
 }
 
-// failedDelete counts, in Subscription.failures, the deletions that failed (one WARN says so).
-const failedDelete = "deleting the lease of a finished shard"
-
 // deleteFinished deletes the lease of a finished shard (conditioned on it being at SHARD_END as
 // listed) and forgets it. It reports whether the next deletion is worth trying: not after a
 // failure other than the lease having moved on (DeleteItem refused, the store down), which is
@@ -119,8 +125,8 @@ func (c *Subscription) deleteFinished(l lease.Lease, why string) bool {
 	switch {
 	case errors.Is(err, lease.ErrLeaseChanged):
 		return true
-	case err != nil && c.failures[failedDelete] == 0:
-		c.failures[failedDelete]++
+	case err != nil && !c.warnedDeletes:
+		c.warnedDeletes = true
 		logs.Warn(c.cfg.Logger, "Deleting the lease of a finished shard failed (is dynamodb:DeleteItem allowed on the lease table?); it stays, and every lease listing reads it", err,
 			c.logFields().Add(watermill.LogFields{"shard": l.ShardID}))
 		return false

@@ -164,7 +164,8 @@ func (w *cleanupWorld) syncAfter(d time.Duration) {
 }
 
 // cleanFinished deletes a released SHARD_END lease only once every listed child has been seen
-// taken, or the shard gone from the listing, for deleteFinishedAfter; never an owned one.
+// taken, or the shard gone from the listing, for deleteFinishedAfter; an owned one only once
+// its owner has not written it for LeaseDuration (it crashed before it could release it).
 func TestCleanFinished(t *testing.T) {
 	t.Run("children exist but one is not taken: kept", func(t *testing.T) {
 		w := newCleanupWorld(t)
@@ -191,16 +192,37 @@ func TestCleanFinished(t *testing.T) {
 			t.Fatal("the parent's lease is there after cleanFinished and createLeases")
 		}
 	})
-	t.Run("still owned: kept", func(t *testing.T) {
-		w := newCleanupWorld(t)
+	owned := func(w *cleanupWorld) {
 		w.shard("p", true)
 		w.shard("c1", false, "p")
 		w.lease("p", true, lease.ShardEnd, false)
 		w.lease("c1", true, "", false, "p")
-		w.syncAfter(0)
-		w.syncAfter(deleteFinishedAfter(w.c.cfg))
+	}
+	t.Run("still owned, its owner renewing: kept", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		owned(w)
+		for range 4 {
+			w.syncAfter(deleteFinishedAfter(w.c.cfg) / 2)
+			if _, err := w.store.Renew(context.Background(), w.c.leases.byShard["p"]); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if !w.stored("p") {
-			t.Fatal("deleted a SHARD_END lease its owner has not released")
+			t.Fatal("deleted a SHARD_END lease its owner keeps renewing")
+		}
+	})
+	t.Run("owned by a worker gone: deleted once its counter stood still for LeaseDuration", func(t *testing.T) {
+		w := newCleanupWorld(t)
+		owned(w)
+		w.syncAfter(0)
+		w.syncAfter(w.c.cfg.LeaseDuration) // stood still: deletable from here
+		w.syncAfter(deleteFinishedAfter(w.c.cfg) - time.Second)
+		if !w.stored("p") {
+			t.Fatal("deleted before it was deletable for deleteFinishedAfter")
+		}
+		w.syncAfter(time.Second)
+		if w.stored("p") {
+			t.Fatal("the finished lease of a worker gone is still there")
 		}
 	})
 	t.Run("gone from the listing: deleted after the delay", func(t *testing.T) {

@@ -17,7 +17,10 @@ import (
 // never taken), handed over to this worker, or another worker's whose owner, generation and
 // counter this worker saw standing still for LeaseDuration on its own clock (plus
 // foreignExpiryMargin for a KCL worker's). Every take is conditioned on the values it saw, so a
-// lease that moved in between is not taken. Members only count the workers for the shares.
+// lease that moved in between is not taken. Members only count the workers for the shares. A
+// lease already held under this worker's id with no reader here (a restart with the same
+// WorkerID, or a reader of its own that stopped) is its own: it is read at once, which is why
+// WorkerIDs must be unique among live instances.
 
 // view is what one lease sync decides from, as plain values: (*Subscription).view builds it,
 // tests build it by hand.
@@ -134,7 +137,7 @@ func decide(v view) plan {
 	}
 	expired := func(l lease.Lease) bool {
 		at, ok := v.expiresAt[l.ShardID]
-		return ok && (takeEarly || !v.listedAt.Before(at))
+		return ok && (mutant == "takeearly" || !v.listedAt.Before(at))
 	}
 	foreign := map[string]bool{}
 	for _, l := range v.leases {

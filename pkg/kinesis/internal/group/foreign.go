@@ -35,6 +35,9 @@ const foreignExpiryMargin = 2 * time.Second
 // expiresAfter is how long l's counter must stand still before l is taken: LeaseDuration, and
 // foreignExpiryMargin more for a foreign owner's.
 func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {
+	if mutant == "takehalf" {
+		return c.cfg.LeaseDuration / 2
+	}
 	if l.Foreign {
 		return c.cfg.LeaseDuration + foreignExpiryMargin
 	}
@@ -52,7 +55,7 @@ type foreignWatch struct {
 	alive    map[string]time.Time // when each was last seen renewing or taking (on the clock)
 	yielding bool                 // this worker holds no lease because of them
 	// held: the last listing showed leases of foreign workers that are still being watched
-	// (not finished, not expired); every lease sync lists then (leaseListDue), to see their
+	// (not finished, not expired); every lease sync lists then (listDue), to see their
 	// counters move.
 	held bool
 	// watchFrom is when this worker first listed such leases (zero while it lists none): until

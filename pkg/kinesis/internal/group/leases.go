@@ -130,10 +130,7 @@ func (c *Subscription) learnFromLeases() {
 		if _, known := c.shards[id]; known || l.Checkpoint == lease.ShardEnd || len(l.Parents) == 0 || !c.allKnown(l.Parents) {
 			continue // only a reshard's children, of parents still listed: not a shard gone from the stream
 		}
-		s := types.Shard{ShardId: aws.String(id)}
-		if len(l.Parents) > 0 {
-			s.ParentShardId = aws.String(l.Parents[0])
-		}
+		s := types.Shard{ShardId: aws.String(id), ParentShardId: aws.String(l.Parents[0])}
 		if len(l.Parents) > 1 {
 			s.AdjacentParentShardId = aws.String(l.Parents[1])
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -31,15 +31,15 @@ import (
 
 // memberView is this member's record and what it saw of the others'.
 //
-// Ownership: seen is the coordinator goroutine's. last is written by the heartbeat goroutine
-// (beat) under mu and read by the coordinator; notice is sent on by beat (never closed), and
-// done is closed by beat when it ends.
+// Ownership: seen is the coordinator goroutine's. last is written by the first heartbeat (on
+// Subscribe's goroutine, before beat starts), then by the heartbeat goroutine (beat) alone, and
+// read by leave once beat has ended (done); notice is sent on by beat (never closed), and done
+// is closed by beat when it ends.
 type memberView struct {
 	store  lease.Membership // nil: the store keeps no member records
 	seen   tracker          // every record at the last read
-	mu     sync.Mutex
-	last   lease.Member  // this member's record as the last heartbeat that succeeded left it
-	notice chan struct{} // buffered (1): a heartbeat showed Notices moved
+	last   lease.Member     // this member's record as the last heartbeat that succeeded left it
+	notice chan struct{}    // buffered (1): a heartbeat showed Notices moved
 	done   chan struct{}
 }
 
@@ -134,10 +134,8 @@ func (c *Subscription) heartbeatOnce() error {
 	if err != nil {
 		return err
 	}
-	c.members.mu.Lock()
 	prev := c.members.last
 	c.members.last = got
-	c.members.mu.Unlock()
 	switch {
 	case prev.Counter == 0:
 		c.cfg.Logger.Info("Joined the group: member record written", c.logFields())
@@ -148,13 +146,6 @@ func (c *Subscription) heartbeatOnce() error {
 		}
 	}
 	return nil
-}
-
-// lastMember is this member's record as the last heartbeat that succeeded left it.
-func (c *Subscription) lastMember() lease.Member {
-	c.members.mu.Lock()
-	defer c.members.mu.Unlock()
-	return c.members.last
 }
 
 // readMembers reads every member record, for the lease sync that follows. A failure is logged,
@@ -236,7 +227,7 @@ func (c *Subscription) removeStaleMember(now time.Time) {
 // subscription's is cancelled by now), bounded by CloseTimeout/4, after the readers' last
 // writes (CloseTimeout/2), so that Close still returns within CloseTimeout.
 func (c *Subscription) leave() {
-	me := c.lastMember()
+	me := c.members.last // beat has ended (shutdown waited for it)
 	if !c.grouped() || me.Counter == 0 {
 		return
 	}
@@ -265,6 +256,34 @@ func (c *Subscription) leave() {
 		}
 	}
 	c.notifyHeirs(ctx, released)
+}
+
+// releaseHandedOver, as the subscription closes with requests of its own pending, releases the
+// leases that were handed over to it meanwhile (its own, with no reader now), so that the
+// others find them free rather than waiting for them to expire. A request still pending then
+// may yet be handed over to this worker, which is gone: that lease expires as a crashed
+// worker's does. Bounded by CloseTimeout/8, on a context of its own.
+func (c *Subscription) releaseHandedOver() {
+	if len(c.asked) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CloseTimeout/8)
+	defer cancel()
+	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.Group, c.cfg.Stream)
+	if err != nil {
+		c.cfg.Logger.Debug("Listing the leases on close failed", c.logFields().Add(watermill.LogFields{"err": err}))
+		return
+	}
+	for _, l := range list {
+		if l.Owner != c.cfg.WorkerID || l.Foreign {
+			continue
+		}
+		if _, err := c.cfg.LeaseStore.Release(ctx, l); err == nil {
+			c.cfg.Metrics.ForShard(l.ShardID).Count(shard.CountReleased, 1)
+			c.cfg.Logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
+				"shard": l.ShardID, "generation": l.Generation, "reason": "subscription closing (handed over as it closed)", "checkpoint": l.Checkpoint}))
+		}
+	}
 }
 
 // notifyFree, after a shard end, tells the members most likely to take them of the leases its

@@ -303,9 +303,10 @@ func (c *Subscription) startUnleased() []*shard.Reader {
 //
 // Order: cancel the readers' contexts (and the heartbeat's); close quit, so that no exit
 // report blocks any more; wait for the heartbeat goroutine and for each reader in the table to
-// finish (checkpoint, release); remove the member record (leave), which makes the others list
-// the leases and find the released ones free; close out, so that no send can follow; close
-// done, which Close waits for.
+// finish (checkpoint, release); release what was handed over to this worker meanwhile
+// (releaseHandedOver); remove the member record (leave), which makes the others list the
+// leases and find the released ones free; close out, so that no send can follow; close done,
+// which Close waits for.
 func (c *Subscription) shutdown() {
 	c.cancel()
 	close(c.quit)
@@ -313,6 +314,7 @@ func (c *Subscription) shutdown() {
 	for _, id := range sortedKeys(c.readers.byShard) {
 		<-c.readers.byShard[id].r.Finished()
 	}
+	c.releaseHandedOver()
 	c.leave()
 	close(c.out)
 	close(c.done)

@@ -1,8 +1,8 @@
-//go:build !mutant_takeearly
+//go:build !mutant_takeearly && !mutant_takehalf
 
 package group
 
-// takeEarly is false in every build but that of the simulation's mutation test
-// (tests/sim, TestSimulationCatchesEarlyTakes), which builds with the tag mutant_takeearly to
-// show that the simulation fails when a taker ignores the counter rule.
-const takeEarly = false
+// mutant is "" in every build but those of the simulation's mutation tests (tests/sim,
+// TestSimulationCatchesBrokenTakes), which build with a tag that breaks the counter rule to show
+// that the simulation fails then (rule_mutant_*.go).
+const mutant = ""

@@ -63,7 +63,9 @@ type Subscription struct {
 	skipped  map[string]bool   // closed shards a LATEST start skips (logged once each)
 	progress map[string]string // without a group: where a restarted reader resumes
 	failures map[string]int    // coordinator steps failed in a row, by step (logIfFailed)
-	foreignW foreignWatch      // live workers outside the group's protocol (foreign.go)
+	// warnedDeletes: deleting a finished shard's lease failed, and one WARN said so.
+	warnedDeletes bool
+	foreignW      foreignWatch // live workers outside the group's protocol (foreign.go)
 	// lastLeaseSync is when the lease store last answered a member read or a lease listing
 	// (UnixNano, on the clock), for Subscriber.Health on other goroutines.
 	lastLeaseSync atomic.Int64

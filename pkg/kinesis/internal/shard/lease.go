@@ -62,7 +62,7 @@ func (r *Reader) startLease(now time.Time) {
 // The lease as written also says whether another worker asked for it: the reader starts
 // handing over at once, not only when its coordinator's next lease sync passes the request on.
 // A coordinator cut off from the store passes nothing on, and the taker takes the lease once
-// HandoffTimeout is up: an owner that renewed, saw no request and went on delivering read the
+// max(HandoffTimeout, LeaseDuration) is up: an owner that renewed, saw no request and went on delivering read the
 // shard together with the taker (found by the simulation in tests/sim).
 func (r *Reader) renewedWith(l lease.Lease, sentAt time.Time) {
 	r.held = &l
