@@ -246,7 +246,7 @@ func checkpointLess(a, b string) bool {
 
 // checkLeases is the lease half of invariant 5: after every instance closed, a lease is free,
 // or finished (SHARD_END) and held by an instance that could not release it: one that crashed,
-// or whose Close met a lease-store outage, a slow store or a cut-off (the release is bounded by
+// or whose Close met a lease-store outage, a slow store, a cut-off or a pause (the release is bounded by
 // CloseTimeout/2, and nobody takes a finished shard's lease again). An unfinished lease left
 // that way is taken and released by the tail's instance, so it must be free in the end.
 func (w *world) checkLeases() []violation {
