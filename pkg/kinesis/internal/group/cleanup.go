@@ -66,11 +66,10 @@ func (c *Subscription) deletableBecause(l lease.Lease) string {
 	return ""
 }
 
-// stoodStill: the last listing, sent LeaseDuration (and the foreign margin) or more after this
-// worker first saw l's owner, generation and counter, still showed them.
+// stoodStill: the last listing, sent at or after l's expiry (expiresAt), still showed l.
 func (c *Subscription) stoodStill(l lease.Lease) bool {
-	since, ok := c.leases.seen.leaseSince(l)
-	return ok && !c.leases.listedAt.Before(since.Add(c.expiresAfter(l)))
+	at, ok := c.expiresAt(l)
+	return ok && !c.leases.listedAt.Before(at)
 }
 
 // leaseViewMaxAge is how old a listing of the leases createLeases may act on: a quarter of

@@ -32,6 +32,17 @@ import (
 // a taker that timed the same lease from its own listing sees it expire.
 const foreignExpiryMargin = 2 * time.Second
 
+// expiresAt is when an owned lease l expires as this worker observed it: expiresAfter after its
+// listings first showed l's owner, generation and counter; false for a free lease, or one whose
+// values no listing showed (this worker's own write since).
+func (c *Subscription) expiresAt(l lease.Lease) (time.Time, bool) {
+	since, ok := c.leases.seen.leaseSince(l)
+	if !ok || l.Free() {
+		return time.Time{}, false
+	}
+	return since.Add(c.expiresAfter(l)), true
+}
+
 // expiresAfter is how long l's counter must stand still before l is taken: LeaseDuration, and
 // foreignExpiryMargin more for a foreign owner's.
 func (c *Subscription) expiresAfter(l lease.Lease) time.Duration {

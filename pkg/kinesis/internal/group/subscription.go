@@ -51,7 +51,7 @@ type Subscription struct {
 	// learned are shards known from the ChildShards of a read that reached a parent's end and
 	// not yet seen in a listing (ListShards may lag behind a reshard for a moment).
 	learned map[string]types.Shard
-	leases  leaseView             // the group's leases as last listed (sync.go)
+	leases  leaseView             // the group's leases as last listed (leases.go)
 	members memberView            // this member's record and the others' (members.go)
 	asked   map[string]handoffAsk // leases this worker asked for
 	// deletable are finished shards whose lease nothing can need again, and since when (on

@@ -34,20 +34,20 @@ func (c *Subscription) leaseSync() ([]*shard.Reader, error) {
 	var started []*shard.Reader
 	for pass := 0; pass < 2; pass++ {
 		now := c.cfg.Clock.Now()
-		listed := false
-		if pass > 0 || listDue(c.listing(now)) {
+		v := c.view(now)
+		if pass > 0 || listDue(c.listing(v)) {
 			if err := c.refreshLeases(); err != nil {
 				c.leases.soon = true // what made it due (a member gone, say) is not seen twice
 				return started, err
 			}
-			listed, c.leases.soon = true, false
+			c.leases.soon = false
+			v = c.view(now)
+			v.listed = true
 		}
 		if c.confirmForeign(now) {
 			c.yieldToForeign()
 			return started, nil
 		}
-		v := c.view(now)
-		v.listed = listed
 		more, lostRace := c.act(decide(v))
 		started = append(started, more...)
 		if !lostRace {
@@ -57,10 +57,11 @@ func (c *Subscription) leaseSync() ([]*shard.Reader, error) {
 	return started, nil
 }
 
-// listing gathers what listDue looks at.
-func (c *Subscription) listing(now time.Time) listing {
+// listing gathers what listDue looks at, from the view of the sync.
+func (c *Subscription) listing(v view) listing {
+	now := v.now
 	alive := c.aliveMembers(now)
-	next, ok := nextExpiry(c.view(now), func(w string) bool { return slices.Contains(alive, w) })
+	next, ok := nextExpiry(v, func(w string) bool { return slices.Contains(alive, w) })
 	return listing{
 		now: now, listedAt: c.leases.listedAt, maxAge: c.listMaxAge(), soon: c.leases.soon,
 		noMembers: c.members.store == nil, foreign: c.foreignW.held,
@@ -94,8 +95,8 @@ func (c *Subscription) view(now time.Time) view {
 	for _, id := range sortedKeys(c.leases.byShard) {
 		l := c.leases.byShard[id]
 		v.leases = append(v.leases, l)
-		if since, ok := c.leases.seen.leaseSince(l); ok && !l.Free() && l.Owner != c.cfg.WorkerID {
-			v.expiresAt[id] = since.Add(c.expiresAfter(l))
+		if at, ok := c.expiresAt(l); ok && l.Owner != c.cfg.WorkerID {
+			v.expiresAt[id] = at
 		}
 		if c.eligible(l) {
 			v.eligible[id] = true

@@ -107,8 +107,8 @@ func (r *Reader) leaseCall(parent context.Context, call func(context.Context) (l
 		if untilStop <= 0 {
 			// Not sent at all: the reader's turn came after its stop point, as after a
 			// process pause. The pause that follows says so.
-			return lease.Lease{}, fmt.Errorf("%w: %w, the stop point passed %s before this turn (no renewal for %s)",
-				errLeaseStale, errNotSent, (-untilStop).Round(time.Millisecond), r.now().Sub(r.renewed).Round(time.Millisecond))
+			return lease.Lease{}, fmt.Errorf("%w: not sent, the stop point passed %s before this turn (no renewal for %s)",
+				errLeaseStale, (-untilStop).Round(time.Millisecond), r.now().Sub(r.renewed).Round(time.Millisecond))
 		}
 		if untilStop < limit {
 			limit, byStop = untilStop, true
@@ -141,9 +141,6 @@ func (r *Reader) stopOn(what string, err error) error {
 
 // errLeaseStale: the owner could not renew its lease in time and may be taken over.
 var errLeaseStale = errors.New("lease not renewed in time")
-
-// errNotSent: an owner write was not sent at all (its turn came after the stop point).
-var errNotSent = errors.New("not sent")
 
 // renew proves this worker alive. A lost lease stops the reader at once; other failures are
 // retried at the next renewal time or shortly before the stop point, whichever comes first,
