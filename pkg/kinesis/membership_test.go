@@ -302,3 +302,37 @@ func TestGroupFirstDelivery(t *testing.T) {
 	w.check()
 	goleak.VerifyNone(t, ignore)
 }
+
+// A store without member records (lease.Membership not implemented) still runs a group: the
+// workers are the owners of live leases, every lease sync lists, a newcomer asks for its share
+// (its owner learns of it from its renewals), and a crashed worker's leases expire by their
+// counters.
+func TestGroupWithoutMembership(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 4)
+	w.publishing = true
+	leasesOnly := func(c *kinesis.SubscriberConfig) { c.Group.LeaseStore = struct{ lease.Store }{c.Group.LeaseStore} }
+	w1 := w.startWith("w1", leasesOnly)
+	w.runUntil("w1 reads every shard", grpSyncInterval, func() bool { return w.spread("w1") })
+	w.steps(grpSyncInterval / 2)
+	w2 := w.startWith("w2", leasesOnly)
+	joined := w.runUntil("spread over w1 and w2", 2*grpSyncInterval+grpRenewInterval, func() bool { return w.spread("w1", "w2") })
+	crashedAt := w.now()
+	w2.dead.Store(true)
+	w2.client.dead.Store(true)
+	w2.store.setMode(grpFail)
+	w.runUntil("w1 reads every shard again", grpLeaseDuration+2*grpSyncInterval, func() bool { return w.spread("w1") })
+	t.Logf("without membership: w2 had its share %s after it started; w1 read w2's shards again %s after w2 crashed", joined, w.since(crashedAt))
+	for _, wk := range []*grpWorker{w1, w2} {
+		for _, op := range []string{lease.OpHeartbeat, lease.OpMembers, lease.OpNotifyMember, lease.OpRemoveMember} {
+			if n := len(wk.store.opsOf(op, "")); n != 0 {
+				t.Errorf("%s made %d %s calls on a store without member records", wk.id, n, op)
+			}
+		}
+	}
+	w.allDelivered(2 * grpSyncInterval)
+	w.close(w1)
+	w.close(w2)
+	w.check()
+	goleak.VerifyNone(t, ignore)
+}
