@@ -1,14 +1,18 @@
 package kinesis_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -335,4 +339,37 @@ func TestGroupWithoutMembership(t *testing.T) {
 	w.close(w2)
 	w.check()
 	goleak.VerifyNone(t, ignore)
+}
+
+// A group Subscribe to a stream that does not exist fails with ErrStreamNotFound and writes no
+// member record (it wrote one and removed it again): the first heartbeat is written only once a
+// shard listing found the stream.
+func TestGroupSubscribeMissingStreamWritesNoMember(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	store := &heartbeatCounter{MemoryStore: lease.NewMemoryStore()}
+	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
+		Client: memlog.New(memlog.Config{}),
+		Group:  kinesis.GroupConfig{Name: "billing", LeaseStore: store, WorkerID: "w1"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := sub.Subscribe(t.Context(), "missing"); !errors.Is(err, kinesis.ErrStreamNotFound) {
+		t.Fatalf("Subscribe to a missing stream: %v, want ErrStreamNotFound", err)
+	}
+	if n := store.beats.Load(); n != 0 {
+		t.Fatalf("%d member heartbeats for a stream that does not exist, want none", n)
+	}
+}
+
+// heartbeatCounter is a MemoryStore that counts member heartbeats.
+type heartbeatCounter struct {
+	*lease.MemoryStore
+	beats atomic.Int64
+}
+
+func (s *heartbeatCounter) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
+	s.beats.Add(1)
+	return s.MemoryStore.Heartbeat(ctx, m)
 }

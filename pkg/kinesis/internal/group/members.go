@@ -82,7 +82,7 @@ func staleMemberAfter(cfg Config) time.Duration { return 6 * cfg.LeaseDuration }
 // startHeartbeat writes the first heartbeat, so that the others count this worker from their
 // next lease sync, and starts beat. A failure is beat's to retry.
 func (c *Subscription) startHeartbeat() {
-	if c.members.store == nil {
+	if c.members.store == nil || c.members.done != nil {
 		return
 	}
 	if err := c.heartbeatOnce(); err != nil {

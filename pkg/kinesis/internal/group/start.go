@@ -8,16 +8,14 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 )
 
-// start writes the first heartbeat (in a group), lists the shards, takes what leases it can and
-// starts their readers; it returns once every reader it started holds its iterator, so that a
+// start lists the shards, writes the first heartbeat (in a group, once the listing found the
+// stream: a Subscribe to a stream that does not exist leaves no member record behind), takes
+// what leases it can and starts their readers; it returns once every reader it started holds its iterator, so that a
 // record published after Subscribe returns is one this subscription reads.
 //
 // Nothing waits for other instances: a lone instance reads as soon as it holds its leases, and
 // instances started together even out by handoff, as a join does (docs/consumer-groups.md).
 func (c *Subscription) start() error {
-	if c.grouped() {
-		c.startHeartbeat()
-	}
 	if err := c.firstSync(); err != nil {
 		return err
 	}
