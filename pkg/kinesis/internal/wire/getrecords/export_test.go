@@ -17,3 +17,6 @@ const (
 // BareDeserializer is the fast deserializer with no SDK deserializer behind it, as if
 // Deserialize.Swap had returned (nil, nil).
 func BareDeserializer() middleware.DeserializeMiddleware { return &deserializer{} }
+
+// IsJSON lets the external tests list the Content-Types Decode reads.
+var IsJSON = isJSON

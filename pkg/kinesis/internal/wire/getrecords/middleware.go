@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -22,8 +24,9 @@ const sdkDeserializerID = "OperationDeserializer"
 
 // WithFastDecode is an option for Client.GetRecords (pass it among the call's optFns, never
 // to another operation: it decodes every 200 answer as a GetRecords one). It replaces the
-// SDK's deserializer with one that decodes a 200 answer with Decode and hands everything else
-// (an error status, a transport error, a response that is not HTTP) to the SDK's deserializer,
+// SDK's deserializer with one that decodes a 200 JSON answer with Decode and hands everything
+// else (an error status, a transport error, a response that is not HTTP, an answer that is not
+// JSON or that Decode refuses) to the SDK's deserializer,
 // with the response already received: no second request, and the SDK's typed errors
 // (*types.ExpiredIteratorException and the others) unchanged.
 //
@@ -63,21 +66,23 @@ type deserializer struct {
 // ID keeps the SDK's ID (see sdkDeserializerID).
 func (*deserializer) ID() string { return sdkDeserializerID }
 
-// HandleDeserialize sends the request (next), then decodes a 200 answer itself. Like the SDK's
-// deserializer it reads the body to EOF and closes it, and returns a decoding failure as a
-// *smithy.DeserializationError; like it, it opens an "OperationDeserializer" tracing span. It
-// does not record the SDK's client.call.deserialization_duration metric, whose timer is
-// private to the kinesis package.
+// HandleDeserialize sends the request (next), then decodes a 200 answer in JSON itself. Like
+// the SDK's deserializer it reads the body to EOF and closes it; like it, it opens an
+// "OperationDeserializer" tracing span. It does not record the SDK's
+// client.call.deserialization_duration metric, whose timer is private to the kinesis package.
+//
+// Whatever it does not recognise goes to the SDK's deserializer, which says what is wrong in
+// its own words and types: an answer whose Content-Type is not JSON (a proxy's HTML page, a
+// CBOR answer), and a body Decode refuses (handed over again from the bytes already read).
+// Decode is never looser than the SDK (doc.go), so a body it refuses is one the SDK refuses
+// too, or one that the SDK reads and Decode does not: either way the SDK's answer stands.
 func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (
 	middleware.DeserializeOutput, middleware.Metadata, error,
 ) {
 	out, md, err := next.HandleDeserialize(ctx, in)
 	resp, ok := out.RawResponse.(*smithyhttp.Response)
-	if err != nil || !ok || resp.StatusCode != http.StatusOK || resp.Body == nil {
-		if m.sdk == nil { // no deserializer to hand it to: the answer goes up as received
-			return out, md, err
-		}
-		return m.sdk.HandleDeserialize(ctx, in, received{out, md, err})
+	if err != nil || !ok || resp.StatusCode != http.StatusOK || resp.Body == nil || !isJSON(resp.Header.Get("Content-Type")) {
+		return m.toSDK(ctx, in, out, md, err)
 	}
 	_, span := tracing.StartSpan(ctx, sdkDeserializerID)
 	defer span.End()
@@ -94,12 +99,51 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 	if rerr != nil {
 		return out, md, &smithy.DeserializationError{Err: fmt.Errorf("getrecords: read body: %w", rerr)}
 	}
-	res, err := Decode(buf.Bytes())
-	if err != nil {
-		return out, md, err
+	res, derr := Decode(buf.Bytes())
+	if derr != nil {
+		// The SDK's deserializer has returned before putBuf runs, and what it returns holds
+		// copies, never the buffer.
+		resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+		return m.refusedToSDK(ctx, in, out, md, derr)
 	}
 	out.Result = res
 	return out, md, nil
+}
+
+// refusedToSDK hands a body Decode refused (derr) to the SDK's deserializer. The SDK panics on
+// some bodies (a timestamp "NaN"); bad input must never take the process down, so a panic
+// becomes the error it should have been, with Decode's words.
+func (m *deserializer) refusedToSDK(ctx context.Context, in middleware.DeserializeInput, out middleware.DeserializeOutput, md middleware.Metadata, derr error) (
+	rout middleware.DeserializeOutput, rmd middleware.Metadata, err error,
+) {
+	if m.sdk == nil {
+		return out, md, derr
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rout, rmd, err = out, md, fmt.Errorf("getrecords: the SDK's deserializer panicked (%v) on an answer this one refuses: %w", p, derr)
+		}
+	}()
+	return m.toSDK(ctx, in, out, md, nil)
+}
+
+// toSDK hands an answer next already returned to the SDK's deserializer.
+func (m *deserializer) toSDK(ctx context.Context, in middleware.DeserializeInput, out middleware.DeserializeOutput, md middleware.Metadata, err error) (
+	middleware.DeserializeOutput, middleware.Metadata, error,
+) {
+	if m.sdk == nil { // no deserializer to hand it to: the answer goes up as received
+		return out, md, err
+	}
+	return m.sdk.HandleDeserialize(ctx, in, received{out, md, err})
+}
+
+// isJSON reports a Content-Type that Decode reads: Kinesis answers application/x-amz-json-1.1
+// (kinesalite echoes the request's, which is that too); application/json is the same body.
+// Parameters (a charset) and case do not matter.
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	return strings.EqualFold(mt, "application/x-amz-json-1.1") || strings.EqualFold(mt, "application/json")
 }
 
 // received replays to the SDK's deserializer the answer that next already returned.

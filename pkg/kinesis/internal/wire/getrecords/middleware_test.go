@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -232,7 +233,8 @@ func TestNoSDKDeserializer(t *testing.T) {
 		middleware.DeserializeOutput, middleware.Metadata, error,
 	) {
 		return middleware.DeserializeOutput{RawResponse: &smithyhttp.Response{Response: &http.Response{
-			StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}}}, md, nil
+			StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+			Header: http.Header{"Content-Type": {"application/x-amz-json-1.1"}}}}}, md, nil
 	})
 	out, _, err := m.HandleDeserialize(context.Background(), middleware.DeserializeInput{}, next)
 	want, _ := getrecords.Decode(body)
@@ -268,5 +270,58 @@ func TestKeepBuf(t *testing.T) {
 	}
 	if getrecords.MaxPooled != 16*mib || getrecords.PoolSlack != 64<<10 {
 		t.Fatalf("MaxPooled %d, PoolSlack %d", getrecords.MaxPooled, getrecords.PoolSlack)
+	}
+}
+
+// TestUnrecognisedAnswersGoToSDK: an answer that is not JSON by its Content-Type (a proxy's
+// HTML page with status 200) and a JSON body that Decode refuses both reach the SDK's
+// deserializer, and the call fails exactly as it does without WithFastDecode: the SDK's words
+// and types, not a second opinion. The one body the SDK panics on fails with Decode's error.
+func TestUnrecognisedAnswersGoToSDK(t *testing.T) {
+	html := &answer{status: 200, header: map[string]string{"Content-Type": "text/html"}, body: []byte("<html><body>Gateway says hello</body></html>")}
+	for _, tc := range []struct {
+		name string
+		a    func() *answer
+	}{
+		{"an HTML page", func() *answer { return &answer{status: html.status, header: html.header, body: html.body} }},
+		{"a JSON body Decode refuses", func() *answer { return ok200([]byte(`{"Records":[{"Data":"!!"}]}`)) }},
+		{"a body cut short", func() *answer { return ok200([]byte(`{"Records":[{"Data":"AAAA"`)) }},
+	} {
+		_, sdkErr := call(tc.a())
+		_, fastErr := call(tc.a(), getrecords.WithFastDecode)
+		var de *smithy.DeserializationError
+		if sdkErr == nil || fastErr == nil || fastErr.Error() != sdkErr.Error() || !errors.As(fastErr, &de) {
+			t.Errorf("%s: with WithFastDecode %v (%T), want the SDK's own error %v", tc.name, fastErr, fastErr, sdkErr)
+		}
+	}
+	_, err := call(ok200([]byte(`{"Records":[{"ApproximateArrivalTimestamp":"NaN"}]}`)), getrecords.WithFastDecode)
+	var de *smithy.DeserializationError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "panicked") {
+		t.Errorf("a NaN timestamp: %v (%T), want a *smithy.DeserializationError saying the SDK panicked", err, err)
+	}
+}
+
+// TestJSONContentTypes: the Content-Types whose answers Decode reads.
+func TestJSONContentTypes(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/x-amz-json-1.1":                true,
+		"Application/X-Amz-Json-1.1":                true,
+		"application/x-amz-json-1.1; charset=utf-8": true,
+		"application/json":                          true,
+		"application/x-amz-cbor-1.1":                false,
+		"application/x-amz-json-1.0":                false,
+		"text/html":                                 false,
+		"":                                          false,
+	} {
+		body := genBody(2, bodyOpts{})
+		a := ok200(body)
+		a.header = map[string]string{"Content-Type": ct}
+		out, err := call(a, getrecords.WithFastDecode)
+		if err != nil || len(out.Records) != 2 {
+			t.Errorf("Content-Type %q: %v, %v; the SDK reads the same body", ct, out, err)
+		}
+		if got := getrecords.IsJSON(ct); got != want {
+			t.Errorf("IsJSON(%q) = %v, want %v", ct, got, want)
+		}
 	}
 }
