@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -23,6 +26,29 @@ func isNil(v any) bool {
 	return false
 }
 
+// checkEndpoint refuses an SDK client that can never reach Kinesis: no region, no endpoint and
+// the SDK's own endpoint resolver, which needs a region. Every call would fail (the SDK's
+// "Invalid Configuration: Missing Region"), so the constructor says so instead, naming the
+// settings. The client is the config's, or the one the config's AWSConfig and KinesisOptions
+// build (with the endpoint the SDK reads from AWS_ENDPOINT_URL_KINESIS or AWS_ENDPOINT_URL).
+// Clients that are not the SDK's have no endpoint to check.
+func checkEndpoint(config string, client KinesisAPI, awsConfig *aws.Config, opts []func(*awskinesis.Options)) error {
+	if client == nil && awsConfig != nil {
+		client = awskinesis.NewFromConfig(*awsConfig, opts...)
+	}
+	c, ok := client.(*awskinesis.Client)
+	if !ok || isNil(c) {
+		return nil
+	}
+	o := c.Options()
+	if o.Region != "" || aws.ToString(o.BaseEndpoint) != "" || o.EndpointResolver != nil || //nolint:staticcheck // a legacy resolver may need no region
+		reflect.TypeOf(o.EndpointResolverV2) != reflect.TypeOf(awskinesis.NewDefaultEndpointResolverV2()) {
+		return nil
+	}
+	return fmt.Errorf("kinesis: %s: the Kinesis client has no region and no endpoint, so no call can reach Kinesis; "+
+		"set AWS_REGION (or region in the AWS profile, or aws.Config.Region), or, for a local Kinesis, AWS_ENDPOINT_URL_KINESIS", config)
+}
+
 // Validate reports every problem of the config at once. Fields left at zero are judged at
 // their defaults, as NewSubscriber uses them.
 func (c SubscriberConfig) Validate() error {
@@ -36,6 +62,8 @@ func (c SubscriberConfig) Validate() error {
 		add("Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig")
 	} else if c.Client != nil && isNil(c.Client) {
 		add("Client is a nil %T; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig", c.Client)
+	} else if err := checkEndpoint("SubscriberConfig", c.Client, c.AWSConfig, c.KinesisOptions); err != nil {
+		errs = append(errs, err)
 	}
 	c.validateGroup(unnamed, add, &errs)
 	c.validateReading(add)

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 )
 
 // idleConnsPerHost is the idle connection bound of an SDK client's HTTP client, or -1 when it
@@ -43,7 +45,7 @@ func TestSubscriberBuildsPooledClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			client, ok := s.config.Client.(*awskinesis.Client)
+			client, ok := awscall.Unwrap(s.config.Client).(*awskinesis.Client)
 			if !ok {
 				t.Fatalf("Client is a %T, want the *kinesis.Client built from AWSConfig", s.config.Client)
 			}

@@ -43,6 +43,7 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
+	config.Client = oneRetryLayer(config.Client)
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}

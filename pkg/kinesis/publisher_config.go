@@ -126,6 +126,8 @@ func (c PublisherConfig) Validate() error {
 		errs = append(errs, errors.New("kinesis: PublisherConfig.Client and AWSConfig are both nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log as Client, or an aws.Config (config.LoadDefaultConfig) as AWSConfig"))
 	} else if c.Client != nil && isNil(c.Client) {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.Client is a nil %T; pass an aws-sdk-go-v2 client (kinesis.NewFromConfig) or memlog.New(...), or leave Client nil and set AWSConfig", c.Client))
+	} else if err := checkEndpoint("PublisherConfig", c.Client, c.AWSConfig, c.KinesisOptions); err != nil {
+		errs = append(errs, err)
 	}
 	if c.CreateStreamShards < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.CreateStreamShards is %d; it must be at least 1", c.CreateStreamShards))

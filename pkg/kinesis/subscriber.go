@@ -49,6 +49,7 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
+	config.Client = oneRetryLayer(config.Client)
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
@@ -75,7 +76,7 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), config.CloseTimeout+2*time.Minute)
 	defer cancel()
 	store, err := lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{
-		Client:      dynamodb.NewFromConfig(*config.AWSConfig, append(dynamoDBPooled(*config.AWSConfig), config.Group.DynamoDBOptions...)...),
+		Client:      dynamodb.NewFromConfig(*config.AWSConfig, append(append(dynamoDBPooled(*config.AWSConfig), explainDynamoDBSetup), config.Group.DynamoDBOptions...)...),
 		TableName:   config.Group.LeaseTable,
 		CreateTable: config.Group.CreateLeaseTable,
 	})

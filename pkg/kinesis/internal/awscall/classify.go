@@ -3,7 +3,9 @@ package awscall
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
@@ -32,6 +34,13 @@ const (
 // A context error is fatal only when ctx itself is done: the caller is shutting down. Otherwise
 // it is the call's own deadline (RequestTimeout), or the HTTP client's timeout, which net/http
 // reports as context.DeadlineExceeded: the network was slow, and a retry may pass.
+//
+// A call that never left this process (*SetupError: no credentials, no endpoint) is fatal
+// whatever it wraps: a credential chain that tried the EC2 metadata service carries that
+// service's network errors, and retrying them only delays the message that says what to set.
+// So is an answer that cannot be decoded (*smithy.DeserializationError) or a request that
+// cannot be encoded (*smithy.SerializationError), unless the decoding failed because the
+// network cut the body short: that is the network's failure, and passes.
 func Classify(ctx context.Context, err error) Class {
 	if err != nil && ctx.Err() != nil {
 		return Fatal
@@ -43,12 +52,17 @@ func Classify(ctx context.Context, err error) Class {
 		internal   *types.InternalFailureException
 		expired    *types.ExpiredIteratorException
 		notFound   *types.ResourceNotFoundException
+		setup      *SetupError
 		respErr    *smithyhttp.ResponseError
+		sendErr    *smithyhttp.RequestSendError
+		decodeErr  *smithy.DeserializationError
 		apiErr     smithy.APIError
 		netErr     net.Error
 	)
 	switch {
 	case err == nil:
+		return Fatal
+	case errors.As(err, &setup):
 		return Fatal
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Transient
@@ -64,19 +78,20 @@ func Classify(ctx context.Context, err error) Class {
 		return Throttled
 	case errors.As(err, &apiErr) && apiErr.ErrorFault() == smithy.FaultServer:
 		return Transient
+	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusTooManyRequests:
+		return Throttled
 	case errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 500:
 		return Transient
 	case errors.As(err, &apiErr):
 		return Fatal
-	case errors.As(err, &netErr):
+	// The transport failed: connection refused or reset, DNS, a body cut short.
+	case errors.As(err, &sendErr), errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
 		return Transient
+	case errors.As(err, &decodeErr):
+		return Fatal
 	}
-	// Connection resets and refusals that are not net.Errors still arrive wrapped in the
-	// SDK's RequestSendError; an error with no API code came from the transport.
-	var sendErr *smithy.OperationError
-	if errors.As(err, &sendErr) {
-		return Transient
-	}
+	// Anything else (*smithy.SerializationError, *smithy.InvalidParamsError, an error of a
+	// client that is not the SDK's) will fail the same way again.
 	return Fatal
 }
 

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 type fakeAPIError struct {
@@ -21,6 +26,20 @@ func (e fakeAPIError) Error() string                 { return e.code }
 func (e fakeAPIError) ErrorCode() string             { return e.code }
 func (e fakeAPIError) ErrorMessage() string          { return e.code }
 func (e fakeAPIError) ErrorFault() smithy.ErrorFault { return e.fault }
+
+// op wraps err as the SDK returns it from a Kinesis call.
+func op(err error) error {
+	return &smithy.OperationError{ServiceID: "Kinesis", OperationName: "GetRecords", Err: err}
+}
+
+// response is err (nil for a bare status) in an HTTP answer of status.
+func response(status int, err error) error {
+	if err == nil {
+		err = errors.New("http response error")
+	}
+	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: err}}
+}
 
 func TestClassify(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("call: %w", err) }
@@ -45,6 +64,45 @@ func TestClassify(t *testing.T) {
 		{wrap(context.Canceled), Transient},
 		{wrap(context.DeadlineExceeded), Transient},
 		{&url.Error{Op: "Post", URL: "https://kinesis", Err: context.DeadlineExceeded}, Transient},
+
+		// Every SDK error type a call of the driver can meet, as the SDK wraps them.
+		{op(&types.ResourceInUseException{}), Fatal},
+		{op(&types.KMSAccessDeniedException{}), Fatal},
+		{op(&types.KMSDisabledException{}), Fatal},
+		{op(&types.KMSNotFoundException{}), Fatal},
+		{op(&types.KMSInvalidStateException{}), Fatal},
+		{op(&types.KMSOptInRequired{}), Fatal},
+		{op(&types.ValidationException{}), Fatal},
+		{op(&types.ExpiredNextTokenException{}), Fatal},
+		{op(&types.ProvisionedThroughputExceededException{}), Throttled},
+		{op(&types.LimitExceededException{}), Throttled},
+		{op(&types.ExpiredIteratorException{}), ExpiredIterator},
+		{op(&types.ResourceNotFoundException{}), NotFound},
+		{op(&smithy.GenericAPIError{Code: "ThrottlingException"}), Throttled},
+		{op(&smithy.GenericAPIError{Code: "InternalServerError", Fault: smithy.FaultServer}), Transient},
+		{op(&smithy.GenericAPIError{Code: "IncompleteSignature"}), Fatal},
+		// An answer with a status and no modelled error.
+		{op(response(503, nil)), Transient},
+		{op(response(429, nil)), Throttled},
+		{op(response(403, nil)), Fatal},
+		// The transport failed: the request may never have arrived, or its answer was cut short.
+		{op(&smithyhttp.RequestSendError{Err: errors.New("connection reset by peer")}), Transient},
+		{op(&smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}), Transient},
+		{op(&smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), Transient},
+		{op(&smithy.DeserializationError{Err: &net.OpError{Op: "read", Err: errors.New("connection reset")}}), Transient},
+		// An answer that cannot be read, a request that cannot be made.
+		{op(&smithy.DeserializationError{Err: errors.New("invalid character '<' looking for beginning of value")}), Fatal},
+		{op(response(200, &smithy.DeserializationError{Err: errors.New("unexpected end of JSON input")})), Fatal},
+		{op(&smithy.SerializationError{Err: errors.New("bad input")}), Fatal},
+		{op(&smithy.InvalidParamsError{Context: "GetRecordsInput"}), Fatal},
+		{op(&aws.MissingRegionError{}), Fatal},
+		{op(&aws.EndpointNotFoundError{Err: errors.New("no partition")}), Fatal},
+		// Never sent: no credentials (the chain's own network errors inside), no endpoint.
+		{op(&SetupError{Service: "Kinesis", Stage: StageCredentials, Err: fmt.Errorf("get identity: %w",
+			&smithy.OperationError{ServiceID: "ec2imds", Err: &smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial"}}})}), Fatal},
+		{op(&SetupError{Service: "Kinesis", Stage: StageEndpoint, Err: errors.New("failed to resolve service endpoint")}), Fatal},
+		// An SDK error type the driver does not know: it will fail again the same way.
+		{op(errors.New("something new")), Fatal},
 	}
 	for _, tt := range tests {
 		if got := Classify(context.Background(), tt.err); got != tt.want {
