@@ -54,8 +54,9 @@ quickstart:
 	$(GO) run ./_examples/quickstart
 
 # Every example must build, pass vet and run to completion by itself on memlog: no AWS, no
-# network. KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are removed from their environment, since
-# scripts/with-emulators.sh (make test) sets them, and with them they would run on the servers.
+# network. The SDK's endpoint settings (AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB,
+# AWS_ENDPOINT_URL) are removed from their environment, since scripts/with-emulators.sh (make test)
+# sets the first two, and with an endpoint an example runs on that server.
 EXAMPLES ?= quickstart router consumer-group replay tracing
 # Each ends by itself in a few seconds; timeout (where there is one) stops one that hangs.
 EXAMPLE_TIMEOUT := $(shell command -v timeout >/dev/null 2>&1 && echo timeout 60)
@@ -63,7 +64,7 @@ examples_check:
 	$(GO) vet $(addprefix ./_examples/,$(EXAMPLES))
 	@set -e; log=$$(mktemp); trap 'rm -f "$$log"' EXIT; for e in $(EXAMPLES); do \
 		echo "go run ./_examples/$$e > /dev/null"; \
-		if ! env -u KINESIS_ENDPOINT -u DYNAMODB_ENDPOINT $(EXAMPLE_TIMEOUT) $(GO) run ./_examples/$$e > /dev/null 2> "$$log"; then \
+		if ! env -u AWS_ENDPOINT_URL_KINESIS -u AWS_ENDPOINT_URL_DYNAMODB -u AWS_ENDPOINT_URL $(EXAMPLE_TIMEOUT) $(GO) run ./_examples/$$e > /dev/null 2> "$$log"; then \
 			cat "$$log" >&2; echo "_examples/$$e failed, or did not end within 60 s" >&2; exit 1; \
 		fi; \
 	done

@@ -8,14 +8,20 @@
 # until each answers, exports their endpoints to the command, and stops them by PID when the
 # command ends, fails, or is interrupted. Needs Node.js and npm.
 #
-#   KINESIS_ENDPOINT       kinesalite            (the main integration suite)
-#   DYNAMODB_ENDPOINT      dynalite
-#   KINESIS_MOCK_ENDPOINT  kinesis-local         (resharding: ChildShards, UpdateShardCount)
-#   RESTARTABLE_KINESIS_ENDPOINT, RESTARTABLE_DYNAMODB_ENDPOINT
-#                          a second kinesalite and dynalite that keep their data on disk, for
-#                          Watermill's reconnect test; `scripts/with-emulators.sh --restart`
-#                          (the command in EMULATORS_RESTART_COMMAND) stops and starts them on the
-#                          same ports with the same data.
+#   AWS_ENDPOINT_URL_KINESIS   kinesalite        (the main integration suite)
+#   AWS_ENDPOINT_URL_DYNAMODB  dynalite
+#       Both are the AWS SDKs' own settings: a client made with config.LoadDefaultConfig and
+#       kinesis.NewFromConfig (or dynamodb.NewFromConfig) goes there with no code, so the
+#       examples, kinesis-leases and the tests reach the servers as a user's program would.
+#   AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+#       us-east-1 and dummy credentials: the servers check neither, but the SDK needs both.
+#   KINESIS_MOCK_ENDPOINT      kinesis-local     (resharding: ChildShards, UpdateShardCount;
+#       fan-out). A second Kinesis, which the SDK has no setting for: the tests that use it set
+#       BaseEndpoint themselves.
+#   RESTARTABLE_KINESIS_URL, RESTARTABLE_DYNAMODB_URL
+#       a second kinesalite and dynalite that keep their data on disk, for Watermill's
+#       reconnect test; `scripts/with-emulators.sh --restart` (the command in
+#       EMULATORS_RESTART_COMMAND) stops and starts them on the same ports with the same data.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -130,14 +136,14 @@ mock_tls_port=$(free_port)
 echo "$!" >"$state/kinesis-local.pid"
 wait_port kinesis-local "$mock_port" "$(cat "$state/kinesis-local.pid")"
 
-export KINESIS_ENDPOINT="http://127.0.0.1:$kinesalite_port"
-export DYNAMODB_ENDPOINT="http://127.0.0.1:$dynalite_port"
+export AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:$kinesalite_port"
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$dynalite_port"
 export KINESIS_MOCK_ENDPOINT="http://127.0.0.1:$mock_port"
-export RESTARTABLE_KINESIS_ENDPOINT="http://127.0.0.1:$kinesalite_disk_port"
-export RESTARTABLE_DYNAMODB_ENDPOINT="http://127.0.0.1:$dynalite_disk_port"
+export RESTARTABLE_KINESIS_URL="http://127.0.0.1:$kinesalite_disk_port"
+export RESTARTABLE_DYNAMODB_URL="http://127.0.0.1:$dynalite_disk_port"
 export WMK_EMULATORS_STATE="$state"
 export EMULATORS_RESTART_COMMAND="$root/scripts/with-emulators.sh --restart"
 export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-echo "with-emulators: kinesalite $KINESIS_ENDPOINT, dynalite $DYNAMODB_ENDPOINT, kinesis-local $KINESIS_MOCK_ENDPOINT" >&2
+echo "with-emulators: kinesalite $AWS_ENDPOINT_URL_KINESIS, dynalite $AWS_ENDPOINT_URL_DYNAMODB, kinesis-local $KINESIS_MOCK_ENDPOINT" >&2
 
 "$@"

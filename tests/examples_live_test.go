@@ -28,17 +28,19 @@ import (
 // exTimeout bounds each wait; every step takes a few seconds at the example's lease settings.
 const exTimeout = 30 * time.Second
 
-// exEnv skips the test without the servers, and returns the environment for the examples:
-// AWS mode (a region and dummy credentials) with both endpoints.
+// exEnv skips the test without the servers, and returns the environment for the examples: the
+// SDK's endpoint settings for both servers, which is all that takes an example off memlog and
+// where its SDK clients go, as for a user in the shell of scripts/with-emulators.sh, with a
+// region and dummy credentials.
 func exEnv(t *testing.T) []string {
 	t.Helper()
-	k, d := os.Getenv("KINESIS_ENDPOINT"), os.Getenv("DYNAMODB_ENDPOINT")
+	k, d := os.Getenv("AWS_ENDPOINT_URL_KINESIS"), os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
 	if k == "" || d == "" {
-		t.Skip("KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are not set: run `make test`, which starts " +
+		t.Skip("AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB are not set: run `make test`, which starts " +
 			"kinesalite and dynalite, or `scripts/with-emulators.sh go test -run TestLiveExample ./tests/`")
 	}
 	return append(os.Environ(), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"KINESIS_ENDPOINT="+k, "DYNAMODB_ENDPOINT="+d)
+		"AWS_ENDPOINT_URL_KINESIS="+k, "AWS_ENDPOINT_URL_DYNAMODB="+d)
 }
 
 // exBuild builds the example _examples/name with the go command on PATH.

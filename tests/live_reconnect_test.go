@@ -19,10 +19,10 @@ import (
 // consumer group while kinesalite and dynalite are restarted twice (they keep their data on
 // disk, so the restart is an outage, not a reset); nothing may be lost.
 func TestLiveReconnect(t *testing.T) {
-	k, d := os.Getenv("RESTARTABLE_KINESIS_ENDPOINT"), os.Getenv("RESTARTABLE_DYNAMODB_ENDPOINT")
+	k, d := os.Getenv("RESTARTABLE_KINESIS_URL"), os.Getenv("RESTARTABLE_DYNAMODB_URL")
 	restart := os.Getenv("EMULATORS_RESTART_COMMAND")
 	if k == "" || d == "" || restart == "" {
-		t.Skip("RESTARTABLE_KINESIS_ENDPOINT, RESTARTABLE_DYNAMODB_ENDPOINT and EMULATORS_RESTART_COMMAND " +
+		t.Skip("RESTARTABLE_KINESIS_URL, RESTARTABLE_DYNAMODB_URL and EMULATORS_RESTART_COMMAND " +
 			"are not set: run `make test`, or `scripts/with-emulators.sh go test ./tests/`")
 	}
 	env := newLiveEnv(t)

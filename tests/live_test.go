@@ -27,7 +27,14 @@ import (
 )
 
 // liveEnv is the AWS-protocol servers the live tests run against: kinesalite for Kinesis and
-// dynalite for the DynamoDB lease table, both started by scripts/with-emulators.sh.
+// dynalite for the DynamoDB lease table, both started by scripts/with-emulators.sh, which
+// exports their addresses as the SDK's own AWS_ENDPOINT_URL_KINESIS and
+// AWS_ENDPOINT_URL_DYNAMODB.
+//
+// The clients here set BaseEndpoint from the endpoint fields rather than leave it to the SDK
+// (awsConfig is a literal, which carries no environment): tests point them elsewhere, at
+// restartable servers (TestLiveReconnect), at proxies that inject faults, or hand the
+// addresses to worker processes.
 type liveEnv struct {
 	kinesisEndpoint  string
 	dynamoDBEndpoint string
@@ -37,9 +44,9 @@ type liveEnv struct {
 // newLiveEnv skips the test, saying how to run it, when the servers' endpoints are not set.
 func newLiveEnv(t testing.TB) *liveEnv {
 	t.Helper()
-	k, d := os.Getenv("KINESIS_ENDPOINT"), os.Getenv("DYNAMODB_ENDPOINT")
+	k, d := os.Getenv("AWS_ENDPOINT_URL_KINESIS"), os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
 	if k == "" || d == "" {
-		t.Skip("KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are not set: run `make test`, which starts " +
+		t.Skip("AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB are not set: run `make test`, which starts " +
 			"kinesalite and dynalite, or `scripts/with-emulators.sh go test ./tests/`")
 	}
 	return &liveEnv{

@@ -3,13 +3,18 @@ package main
 // Where the example runs. This file is the same in every example: copy it along with main.go.
 //
 // By default the example runs on memlog, the in-memory Kinesis, with an in-memory lease store:
-// no account, no network, whatever AWS settings the shell has. It runs on Kinesis, with
-// consumer groups' leases in a DynamoDB table (-lease-table, or LEASE_TABLE; created if
-// missing), when KINESIS_ENDPOINT names a local server (DYNAMODB_ENDPOINT then names the lease
-// table's, as scripts/with-emulators.sh exports both), or, on Amazon Kinesis itself, only with
-// -aws: it creates a stream and a table there, which are billed. Region and credentials are
-// found as by every AWS SDK (config.LoadDefaultConfig: environment, shared files,
-// AWS_PROFILE, instance role).
+// no account, no network, whatever AWS settings the shell has (AWS_REGION and AWS_PROFILE
+// included). It runs on Kinesis, with consumer groups' leases in a DynamoDB table
+// (-lease-table, or LEASE_TABLE; created if missing), in two cases:
+//
+//   - an endpoint for Kinesis is set: AWS_ENDPOINT_URL_KINESIS (or AWS_ENDPOINT_URL, for every
+//     service), the AWS SDKs' own settings, as scripts/with-emulators.sh exports them for its
+//     local servers. The SDK sends the calls there by itself, and the lease table's to
+//     AWS_ENDPOINT_URL_DYNAMODB;
+//   - -aws: on Amazon Kinesis itself. It creates a stream and a table there, which are billed.
+//
+// Region and credentials are found as by every AWS SDK (config.LoadDefaultConfig:
+// environment, shared files, AWS_PROFILE, instance role).
 
 import (
 	"context"
@@ -29,24 +34,22 @@ import (
 )
 
 var onAWS = flag.Bool("aws", false,
-	"run on Amazon Kinesis and DynamoDB (creates a stream and a lease table there, which are billed); default: memlog, unless KINESIS_ENDPOINT names a local server")
+	"run on Amazon Kinesis and DynamoDB (creates a stream and a lease table there, which are billed); default: memlog, unless AWS_ENDPOINT_URL_KINESIS (or AWS_ENDPOINT_URL) names a server")
 
 var leaseTable = flag.String("lease-table", envOr("LEASE_TABLE", "watermill-kinesis-examples"),
-	"DynamoDB table of the consumer groups' leases, created if missing (env LEASE_TABLE; AWS only)")
+	"DynamoDB table of the consumer groups' leases, created if missing (env LEASE_TABLE; not used on memlog)")
 
 // backend completes publisher and subscriber configs with their connection: memlog, or AWS.
 type backend struct {
 	memlog *memlog.Log // nil on AWS
 	leases lease.Store // memlog's lease store
 
-	aws             *aws.Config
-	kinesisOptions  []func(*kinesis.Options)
-	dynamoDBOptions []func(*dynamodb.Options)
+	aws *aws.Config
 }
 
 func newBackend(ctx context.Context) (*backend, error) {
-	if !*onAWS && os.Getenv("KINESIS_ENDPOINT") == "" {
-		fmt.Fprintln(os.Stderr, "running on memlog, the in-memory Kinesis (-aws, or KINESIS_ENDPOINT for a local server, to run on Kinesis)")
+	if !*onAWS && os.Getenv("AWS_ENDPOINT_URL_KINESIS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		fmt.Fprintln(os.Stderr, "running on memlog, the in-memory Kinesis (-aws, or AWS_ENDPOINT_URL_KINESIS for a local server, to run on Kinesis)")
 		return &backend{memlog: memlog.New(memlog.Config{}), leases: lease.NewMemoryStore()}, nil
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -56,17 +59,18 @@ func newBackend(ctx context.Context) (*backend, error) {
 	if cfg.Region == "" {
 		return nil, fmt.Errorf("no AWS region: set AWS_REGION (for local servers any region will do, with dummy credentials: AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test)")
 	}
-	b := &backend{aws: &cfg}
-	where := "Kinesis in " + cfg.Region
-	if endpoint := os.Getenv("KINESIS_ENDPOINT"); endpoint != "" {
-		b.kinesisOptions = append(b.kinesisOptions, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
-		where = "Kinesis at " + endpoint
+	// The clients the driver builds from cfg resolve their endpoints as these do; building
+	// them here (no call is made) only tells where that is.
+	where := "Amazon Kinesis in " + cfg.Region
+	if endpoint := kinesis.NewFromConfig(cfg).Options().BaseEndpoint; endpoint != nil {
+		where = "Kinesis at " + *endpoint
 	}
-	if endpoint := os.Getenv("DYNAMODB_ENDPOINT"); endpoint != "" {
-		b.dynamoDBOptions = append(b.dynamoDBOptions, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	table := "DynamoDB table " + *leaseTable
+	if endpoint := dynamodb.NewFromConfig(cfg).Options().BaseEndpoint; endpoint != nil {
+		table += " at " + *endpoint
 	}
-	fmt.Fprintf(os.Stderr, "running on %s (leases in DynamoDB table %s)\n", where, *leaseTable)
-	return b, nil
+	fmt.Fprintf(os.Stderr, "running on %s (leases in %s)\n", where, table)
+	return &backend{aws: &cfg}, nil
 }
 
 func (b *backend) onMemlog() bool { return b.memlog != nil }
@@ -77,7 +81,7 @@ func (b *backend) publisher(cfg wmkinesis.PublisherConfig) wmkinesis.PublisherCo
 		cfg.Client = b.memlog
 		return cfg
 	}
-	cfg.AWSConfig, cfg.KinesisOptions = b.aws, b.kinesisOptions
+	cfg.AWSConfig = b.aws
 	return cfg
 }
 
@@ -95,9 +99,9 @@ func (b *backend) subscriber(cfg wmkinesis.SubscriberConfig) wmkinesis.Subscribe
 		}
 		return cfg
 	}
-	cfg.AWSConfig, cfg.KinesisOptions = b.aws, b.kinesisOptions
+	cfg.AWSConfig = b.aws
 	if grouped {
-		cfg.Group.LeaseTable, cfg.Group.CreateLeaseTable, cfg.Group.DynamoDBOptions = *leaseTable, true, b.dynamoDBOptions
+		cfg.Group.LeaseTable, cfg.Group.CreateLeaseTable = *leaseTable, true
 	}
 	return cfg
 }

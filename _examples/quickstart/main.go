@@ -4,8 +4,9 @@
 //
 //	go run ./_examples/quickstart
 //
-// With AWS_REGION set it runs on Amazon Kinesis and DynamoDB instead, or on local servers with
-// KINESIS_ENDPOINT and DYNAMODB_ENDPOINT (backend.go; README.md).
+// With -aws it runs on Amazon Kinesis and DynamoDB instead, and on local servers when the SDK's
+// AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB name them (backend.go; README.md).
+// AWS_REGION alone does not leave memlog.
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Replay: a new consumer group that starts at a point in time (InitialPosition AtTimestamp) on
 // a stream that already holds records. On the in-memory Kinesis (memlog) by default; on
-// Kinesis with AWS_REGION set (backend.go):
+// Kinesis with -aws, or with AWS_ENDPOINT_URL_KINESIS naming a local server (backend.go):
 //
 //	go run ./_examples/replay
 //

@@ -1,6 +1,7 @@
 // Router: a Watermill router on Kinesis with the usual middleware (CorrelationID, PoisonQueue
 // with a dead-letter stream, Retry, Recoverer) and a handler that publishes to another stream.
-// On the in-memory Kinesis (memlog) by default; on Kinesis with AWS_REGION set (backend.go):
+// On the in-memory Kinesis (memlog) by default; on Kinesis with -aws, or with
+// AWS_ENDPOINT_URL_KINESIS naming a local server (backend.go):
 //
 //	go run ./_examples/router
 //

@@ -77,10 +77,10 @@ func (e *emulators) kclTable(t *testing.T, leases ...kclLease) string {
 	return table
 }
 
-// kclArgs are the command line for a KCL table, without -group (it defaults to the table).
+// kclArgs are the command line for a KCL table, without -group (it defaults to the table), and
+// without endpoint flags, as args.
 func (e *emulators) kclArgs(stream, table string, more ...string) []string {
-	return append([]string{"-kcl", "-stream", stream, "-table", table,
-		"-endpoint-kinesis", e.kinesisEndpoint, "-endpoint-dynamodb", e.dynamoDBEndpoint, "-region", "us-east-1"}, more...)
+	return append([]string{"-kcl", "-stream", stream, "-table", table, "-region", "us-east-1"}, more...)
 }
 
 // waitActive polls until active says so (the SDK's waiters sleep 10 s or more between polls).

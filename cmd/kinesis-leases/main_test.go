@@ -16,7 +16,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -24,7 +24,8 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// emulators are kinesalite and dynalite, started by scripts/with-emulators.sh.
+// emulators are kinesalite and dynalite, started by scripts/with-emulators.sh, which exports
+// their addresses as the SDK's AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB.
 type emulators struct {
 	kinesisEndpoint, dynamoDBEndpoint string
 	kinesis                           *awskinesis.Client
@@ -33,21 +34,25 @@ type emulators struct {
 
 func newEmulators(t *testing.T) *emulators {
 	t.Helper()
-	k, d := os.Getenv("KINESIS_ENDPOINT"), os.Getenv("DYNAMODB_ENDPOINT")
+	k, d := os.Getenv("AWS_ENDPOINT_URL_KINESIS"), os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
 	if k == "" || d == "" {
-		t.Skip("KINESIS_ENDPOINT and DYNAMODB_ENDPOINT are not set: run make test, or scripts/with-emulators.sh go test ./cmd/...")
+		t.Skip("AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB are not set: run make test, or scripts/with-emulators.sh go test ./cmd/...")
 	}
-	// The command reads its credentials and region from the environment, as in production.
+	// The command reads its credentials, region and endpoints from the environment, as in
+	// production; the test's own clients too, so that they go where the command goes.
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_REGION", "us-east-1")
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	cfg, err := config.LoadDefaultConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &emulators{
 		kinesisEndpoint:  k,
 		dynamoDBEndpoint: d,
-		kinesis:          awskinesis.NewFromConfig(cfg, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(k) }),
-		dynamoDB:         dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(d) }),
+		kinesis:          awskinesis.NewFromConfig(cfg),
+		dynamoDB:         dynamodb.NewFromConfig(cfg),
 	}
 }
 
@@ -67,9 +72,11 @@ func (e *emulators) leaseTable(t *testing.T) (string, *lease.DynamoDBStore) {
 	return table, store
 }
 
+// args are the command line: no endpoint flags, so the command finds the emulators through
+// the SDK's AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB, as a user in the shell of
+// scripts/with-emulators.sh runs it.
 func (e *emulators) args(stream, group, table string, more ...string) []string {
-	return append([]string{"-stream", stream, "-group", group, "-table", table,
-		"-endpoint-kinesis", e.kinesisEndpoint, "-endpoint-dynamodb", e.dynamoDBEndpoint, "-region", "us-east-1"}, more...)
+	return append([]string{"-stream", stream, "-group", group, "-table", table, "-region", "us-east-1"}, more...)
 }
 
 // runGroup runs a real group member for a moment: it publishes n messages, receives and acks

@@ -5,8 +5,8 @@
 //	go run ./tests/bench -out BENCHMARKS.md            (make bench: with the emulators up)
 //	go run ./tests/bench -rows B1,B2 -runs 3
 //
-// Rows on memlog run anywhere; B3 and B5 need kinesalite (KINESIS_ENDPOINT, set by
-// scripts/with-emulators.sh), B10 kinesis-local (KINESIS_MOCK_ENDPOINT), and are marked
+// Rows on memlog run anywhere; B3 and B5 need kinesalite (the SDK's AWS_ENDPOINT_URL_KINESIS,
+// set by scripts/with-emulators.sh), B10 kinesis-local (KINESIS_MOCK_ENDPOINT), and are marked
 // skipped without them. A row that fails is marked
 // failed with its error and the others still run.
 package main
@@ -41,7 +41,8 @@ type result struct {
 
 // env is what every row may use.
 type env struct {
-	// kinesisEndpoint is kinesalite's address (KINESIS_ENDPOINT); empty outside the emulators.
+	// kinesisEndpoint is kinesalite's address (AWS_ENDPOINT_URL_KINESIS); empty outside the
+	// emulators. The rows pass it on explicitly, also to the harlow/kinesis-consumer process.
 	kinesisEndpoint string
 	// kinesisLocalEndpoint is kinesis-local's (KINESIS_MOCK_ENDPOINT), for enhanced fan-out.
 	kinesisLocalEndpoint string
@@ -107,7 +108,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	e := &env{kinesisEndpoint: os.Getenv("KINESIS_ENDPOINT"), kinesisLocalEndpoint: os.Getenv("KINESIS_MOCK_ENDPOINT"), runs: *runs, cpuProfile: *cpuProfile, memProfile: *memProfile}
+	e := &env{kinesisEndpoint: os.Getenv("AWS_ENDPOINT_URL_KINESIS"), kinesisLocalEndpoint: os.Getenv("KINESIS_MOCK_ENDPOINT"), runs: *runs, cpuProfile: *cpuProfile, memProfile: *memProfile}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -16,9 +16,10 @@
 // end of stdin does the same, so that a worker whose parent died (a test binary killed by its
 // timeout) does not outlive it. The driver's own log goes to stderr.
 //
-// Every setting is a flag; the endpoints, region and credentials fall back to the environment
-// that scripts/with-emulators.sh exports (KINESIS_ENDPOINT, DYNAMODB_ENDPOINT, AWS_REGION,
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Durations left at 0 take the driver's defaults,
+// Every setting is a flag; the region and credentials fall back to the environment that
+// scripts/with-emulators.sh exports (AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), and
+// without -kinesis-endpoint and -dynamodb-endpoint the SDK finds the endpoints itself, in
+// AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB (which the script exports too). Durations left at 0 take the driver's defaults,
 // which are the production settings: -lease-duration 10s, -lease-renew-interval 3.3s (a third
 // of the lease duration), -lease-sync-interval 2s, -checkpoint-interval 5s, -poll-interval
 // 400ms, -handoff-timeout 10s. The failover test passes shorter ones (3s, 1s, 500ms, 500ms,
@@ -39,6 +40,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -75,8 +77,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.group, "group", os.Getenv("WORKER_GROUP"), "consumer group (env WORKER_GROUP)")
 	fs.StringVar(&o.leaseTable, "lease-table", os.Getenv("WORKER_LEASE_TABLE"), "DynamoDB lease table, created if missing (env WORKER_LEASE_TABLE)")
 	fs.StringVar(&o.workerID, "worker-id", os.Getenv("WORKER_ID"), "this instance's name in the leases (env WORKER_ID; default: host name and a UUID)")
-	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", os.Getenv("KINESIS_ENDPOINT"), "Kinesis endpoint URL (env KINESIS_ENDPOINT; empty: the AWS one)")
-	fs.StringVar(&o.dynamoDBEndpoint, "dynamodb-endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "DynamoDB endpoint URL (env DYNAMODB_ENDPOINT; empty: the AWS one)")
+	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", "", "Kinesis endpoint URL (empty: the SDK's, AWS_ENDPOINT_URL_KINESIS, else the region's)")
+	fs.StringVar(&o.dynamoDBEndpoint, "dynamodb-endpoint", "", "DynamoDB endpoint URL (empty: the SDK's, AWS_ENDPOINT_URL_DYNAMODB, else the region's)")
 	fs.StringVar(&o.region, "region", envOr("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.StringVar(&o.accessKey, "access-key-id", envOr("AWS_ACCESS_KEY_ID", "test"), "static access key id (env AWS_ACCESS_KEY_ID)")
 	fs.StringVar(&o.secretKey, "secret-access-key", envOr("AWS_SECRET_ACCESS_KEY", "test"), "static secret key (env AWS_SECRET_ACCESS_KEY)")
@@ -160,7 +162,11 @@ func run(args []string) int {
 			w.print(event{Event: name, Worker: e.WorkerID, Shard: e.ShardID, T: time.Now().UnixMilli()})
 		}
 	}
-	cfg := subscriberConfig(o)
+	cfg, err := subscriberConfig(o)
+	if err != nil {
+		w.print(event{Event: "error", Worker: o.workerID, Err: err.Error(), T: time.Now().UnixMilli()})
+		return 1
+	}
 	cfg.Group.Hooks.OnAcquired, cfg.Group.Hooks.OnRevoked, cfg.Group.Hooks.OnLost = hook("acquired"), hook("revoked"), hook("lost")
 
 	sub, err := kinesis.NewSubscriber(cfg, logger)
@@ -224,11 +230,14 @@ func run(args []string) int {
 }
 
 // subscriberConfig builds the group member: Kinesis and DynamoDB clients from one aws.Config
-// with static credentials, each pointed at its endpoint, and the lease table created on demand.
-func subscriberConfig(o options) kinesis.SubscriberConfig {
-	awsCfg := aws.Config{
-		Region:      o.region,
-		Credentials: credentials.NewStaticCredentialsProvider(o.accessKey, o.secretKey, ""),
+// with static credentials, each at its endpoint (the flag's, else the SDK's setting), and the
+// lease table created on demand. The config is loaded as every SDK user's is, so that the
+// SDK's own endpoint settings apply.
+func subscriberConfig(o options) (kinesis.SubscriberConfig, error) {
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(o.region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.accessKey, o.secretKey, "")))
+	if err != nil {
+		return kinesis.SubscriberConfig{}, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	cfg := kinesis.SubscriberConfig{
 		AWSConfig: &awsCfg,
@@ -254,5 +263,5 @@ func subscriberConfig(o options) kinesis.SubscriberConfig {
 	if o.dynamoDBEndpoint != "" {
 		cfg.Group.DynamoDBOptions = []func(*dynamodb.Options){func(d *dynamodb.Options) { d.BaseEndpoint = aws.String(o.dynamoDBEndpoint) }}
 	}
-	return cfg
+	return cfg, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -20,16 +21,21 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/leasetest"
 )
 
-// dynamoClient is a client of the DynamoDB server at DYNAMODB_ENDPOINT (dynalite under
-// scripts/with-emulators.sh); the test is skipped when it is not set.
+// dynamoClient is a client of the DynamoDB server at AWS_ENDPOINT_URL_DYNAMODB (dynalite under
+// scripts/with-emulators.sh); the test is skipped when it is not set. The SDK reads the
+// variable itself: the config is loaded as a user's program loads it, with a region and dummy
+// credentials the server does not check.
 func dynamoClient(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	endpoint := os.Getenv("DYNAMODB_ENDPOINT")
-	if endpoint == "" {
-		t.Skip("set DYNAMODB_ENDPOINT or run `make test`, which starts dynalite")
+	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		t.Skip("set AWS_ENDPOINT_URL_DYNAMODB or run `make test`, which starts dynalite")
 	}
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	cfg, err := config.LoadDefaultConfig(t.Context(), config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatalf("loading the AWS configuration: %v", err)
+	}
+	return dynamodb.NewFromConfig(cfg)
 }
 
 // tableName is a table name no other test or run uses.
