@@ -21,7 +21,11 @@
 //
 // The region comes from -region, else AWS_REGION, else AWS_DEFAULT_REGION. Credentials are
 // found as every AWS SDK finds them: environment variables, shared config and credentials
-// files (AWS_PROFILE), then a container or instance role.
+// files (AWS_PROFILE), then a container or instance role. So are the endpoints: -endpoint-kinesis
+// and -endpoint-dynamodb, else the SDK's own AWS_ENDPOINT_URL_KINESIS and
+// AWS_ENDPOINT_URL_DYNAMODB (or AWS_ENDPOINT_URL, or a profile's endpoint_url; the shell of
+// scripts/with-emulators.sh sets the first two), else the region's AWS endpoints. A failure
+// to reach one says which address was tried and what chose it.
 //
 // Exit status: 0 when the report is complete; 1 when it could not be made (stream or table
 // missing, AWS unreachable), or some shard could not be measured (the report is still printed,
@@ -34,6 +38,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -46,6 +51,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -100,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kinesis-leases: %s\n", err)
 		return exitUsage
 	}
+	o.region = awsCfg.Region // for the hints: it may come from the profile
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	report, err := inspect(ctx, o, awsCfg)
@@ -141,8 +149,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.multiStream, "multi-stream", false, "with -kcl: the KCL application is a multi-stream one (its lease keys name the stream)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
-	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: the region's AWS endpoint)")
-	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: the region's AWS endpoint)")
+	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: $AWS_ENDPOINT_URL_KINESIS, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
+	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
 	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
 	fs.Usage = func() {
@@ -151,8 +159,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
 			"checkpoint, parents, pending handoff and how far behind the group is. With -kcl it reads a KCL\n"+
 			"application's lease table instead, and -group defaults to the table's name (the KCL application's\n"+
-			"name). Credentials are found as by every AWS SDK: environment, shared files (AWS_PROFILE),\n"+
-			"container or instance role.\n\nFlags:\n")
+			"name). Credentials, region and endpoints are found as by every AWS SDK: environment (AWS_REGION,\n"+
+			"AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, ...), shared files (AWS_PROFILE), container\n"+
+			"or instance role; the flags below override them.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -222,7 +231,9 @@ func awsConfig(ctx context.Context, o options) (aws.Config, error) {
 	return cfg, nil
 }
 
-// inspect opens the lease table (never creating it) and inspects the group.
+// inspect opens the lease table (never creating it) and inspects the group. Without the
+// endpoint flags, the SDK picks each client's endpoint from awsCfg (AWS_ENDPOINT_URL_KINESIS,
+// AWS_ENDPOINT_URL_DYNAMODB, ..., else the region's).
 func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupReport, error) {
 	kc := awskinesis.NewFromConfig(awsCfg, func(k *awskinesis.Options) {
 		if o.kinesisEndpoint != "" {
@@ -260,19 +271,60 @@ func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store
 	return kcl.NewStore(ctx, cfg)
 }
 
-// explain adds to err which flags to check, for the failures a wrong flag causes.
+// explain adds to err which flags or settings to check, for the failures a wrong one causes.
 func explain(o options, err error) string {
 	switch {
 	case errors.Is(err, lease.ErrTableNotFound):
-		return fmt.Sprintf("%v\n  check -table, -region (%s) and -endpoint-dynamodb; this command never creates the table", err, o.region)
+		return fmt.Sprintf("%v\n  check -table, -region (%s) and the DynamoDB endpoint (-endpoint-dynamodb, AWS_ENDPOINT_URL_DYNAMODB); this command never creates the table",
+			err, o.region)
 	case errors.Is(err, kinesis.ErrStreamNotFound):
-		return fmt.Sprintf("%v\n  check -stream, -region (%s) and -endpoint-kinesis", err, o.region)
+		return fmt.Sprintf("%v\n  check -stream, -region (%s) and the Kinesis endpoint (-endpoint-kinesis, AWS_ENDPOINT_URL_KINESIS)", err, o.region)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("%v\n  gave up after -timeout %s; check the endpoints and the network, or raise -timeout", err, o.timeout)
+		return fmt.Sprintf("%v\n  gave up after -timeout %s; check the endpoints (-endpoint-kinesis, -endpoint-dynamodb, AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB) and the network, or raise -timeout",
+			err, o.timeout)
+	case isNetworkError(err):
+		return fmt.Sprintf("%v\n  %s", err, networkHint(o, err))
 	case o.kcl && o.multiStream:
 		return fmt.Sprintf("%v\n  if an item is said to lack streamName or shardId, the KCL application reads one stream: leave out -multi-stream", err)
 	}
 	return err.Error()
+}
+
+// isNetworkError reports whether err is a call that did not reach its endpoint: a host name
+// that does not resolve, a connection refused, reset or timed out, or a request the SDK could
+// not send. The error's types say so, whatever the words of the system's message.
+func isNetworkError(err error) bool {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var sendErr *smithyhttp.RequestSendError
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) || errors.As(err, &sendErr)
+}
+
+// networkHint says, for a network error, which service's endpoint the call tried and what
+// chose that address, so that a command run in the wrong shell (no AWS_ENDPOINT_URL_* where
+// local servers were meant, or a wrong region) says what to set.
+func networkHint(o options, err error) string {
+	service, flag, setting := "Kinesis or DynamoDB", "-endpoint-kinesis or -endpoint-dynamodb", "AWS_ENDPOINT_URL_KINESIS or AWS_ENDPOINT_URL_DYNAMODB"
+	var opErr *smithy.OperationError
+	if errors.As(err, &opErr) {
+		switch opErr.ServiceID {
+		case awskinesis.ServiceID:
+			service, flag, setting = "Kinesis", "-endpoint-kinesis", "AWS_ENDPOINT_URL_KINESIS"
+		case dynamodb.ServiceID:
+			service, flag, setting = "DynamoDB", "-endpoint-dynamodb", "AWS_ENDPOINT_URL_DYNAMODB"
+		}
+	}
+	at := "its endpoint"
+	var urlErr *url.Error // net/http's error names the URL the request went to
+	if errors.As(err, &urlErr) {
+		if u, perr := url.Parse(urlErr.URL); perr == nil && u.Host != "" {
+			at = u.Scheme + "://" + u.Host
+		}
+	}
+	return fmt.Sprintf("could not reach %s at %s (a network error): the address is %s if set, else the SDK's %s "+
+		"(or AWS_ENDPOINT_URL), else AWS's endpoint for the region (-region, AWS_REGION; here %q). "+
+		"For local servers set %s (scripts/with-emulators.sh does); for AWS check the region and the network",
+		service, at, flag, setting, o.region, setting)
 }
 
 // noteOddities tells on stderr what a report that looks wrong most likely means: no lease at

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -254,6 +261,109 @@ func TestRun_MissingStreamOrTable(t *testing.T) {
 	code, out, errOut = runCommand(t, e.args("any", "g", "no-such-table-"+watermill.NewShortUUID()))
 	if code != exitError || out != "" || !strings.Contains(errOut, "lease table not found") || !strings.Contains(errOut, "check -table") {
 		t.Errorf("missing table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// deadEndpoint is the address of a loopback port nobody listens on: a call there is refused.
+func deadEndpoint(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr
+}
+
+// TestRun_NetworkErrorHint: in a shell whose AWS_ENDPOINT_URL_DYNAMODB names a server that is
+// not there, the command fails with the network error and a hint naming the address it tried
+// and the settings that chose it. Needs no emulator.
+func TestRun_NetworkErrorHint(t *testing.T) {
+	dead := deadEndpoint(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1") // the SDK's retries of a refused connection only add time here
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dead)
+	t.Setenv("AWS_ENDPOINT_URL_KINESIS", dead)
+	code, out, errOut := runCommand(t, []string{"-stream", "s", "-group", "g", "-table", "leases", "-timeout", "20s"})
+	t.Logf("stderr:\n%s", errOut)
+	if code != exitError || out != "" {
+		t.Fatalf("exit %d (want %d), stdout %q", code, exitError, out)
+	}
+	for _, want := range []string{"connection refused", "could not reach DynamoDB at " + dead, "-endpoint-dynamodb",
+		"AWS_ENDPOINT_URL_DYNAMODB", "AWS_REGION", `"us-east-1"`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr does not say %q", want)
+		}
+	}
+}
+
+// TestExplain_NetworkErrors: errors of the network are told by their types, wrapped as the SDK
+// wraps them, and get the hint of their service; other errors get none.
+func TestExplain_NetworkErrors(t *testing.T) {
+	o := options{region: "eu-west-1", timeout: time.Minute}
+	sdkErr := func(service, op, endpoint string, cause error) error {
+		return fmt.Errorf("kinesis: listing the shards of stream %q: %w", "orders", &smithy.OperationError{
+			ServiceID: service, OperationName: op,
+			Err: &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: endpoint + "/", Err: cause}},
+		})
+	}
+	dns := &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "kinesis.eu-west-1.example", IsNotFound: true}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string // "" alone: no hint
+	}{
+		{"Kinesis, name not found", sdkErr("Kinesis", "ListShards", "https://kinesis.eu-west-1.example", dns),
+			[]string{"could not reach Kinesis at https://kinesis.eu-west-1.example", "-endpoint-kinesis", "AWS_ENDPOINT_URL_KINESIS", `"eu-west-1"`}},
+		{"DynamoDB, refused", sdkErr("DynamoDB", "DescribeTable", "http://127.0.0.1:9", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}),
+			[]string{"could not reach DynamoDB at http://127.0.0.1:9", "-endpoint-dynamodb", "AWS_ENDPOINT_URL_DYNAMODB"}},
+		{"a bare DNS error", fmt.Errorf("wrapped: %w", &net.DNSError{Err: "no such host", Name: "x"}),
+			[]string{"could not reach Kinesis or DynamoDB at its endpoint", "AWS_ENDPOINT_URL_KINESIS or AWS_ENDPOINT_URL_DYNAMODB"}},
+		{"not the network", &smithy.OperationError{ServiceID: "Kinesis", OperationName: "ListShards",
+			Err: errors.New("no route to host, in words only")}, []string{""}},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			got := explain(o, tc.err)
+			if tc.want[0] == "" {
+				if got != tc.err.Error() {
+					t.Errorf("explain added to an error that is not the network's:\n%s", got)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("explain does not say %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// TestRun_EndpointFlags: the flags win over the SDK's settings. With the environment pointing
+// at a dead port and the flags at the emulators, the command reaches both (the stream is
+// missing, the table is there); with -endpoint-kinesis at a dead port, it names Kinesis and
+// that address.
+func TestRun_EndpointFlags(t *testing.T) {
+	e := newEmulators(t)
+	table, _ := e.leaseTable(t)
+	dead := deadEndpoint(t)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	t.Setenv("AWS_ENDPOINT_URL_KINESIS", dead)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dead)
+	args := e.args("no-such-stream-"+watermill.NewShortUUID(), "g", table,
+		"-endpoint-kinesis", e.kinesisEndpoint, "-endpoint-dynamodb", e.dynamoDBEndpoint)
+	if code, out, errOut := runCommand(t, args); code != exitError || out != "" || !strings.Contains(errOut, "stream not found") {
+		t.Errorf("flags at the emulators: exit %d, stdout %q, stderr %q; want stream not found", code, out, errOut)
+	}
+	args = e.args("any", "g", table, "-endpoint-kinesis", dead, "-endpoint-dynamodb", e.dynamoDBEndpoint)
+	code, out, errOut := runCommand(t, args)
+	if code != exitError || out != "" || !strings.Contains(errOut, "could not reach Kinesis at "+dead) || !strings.Contains(errOut, "-endpoint-kinesis") {
+		t.Errorf("-endpoint-kinesis at a dead port: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
