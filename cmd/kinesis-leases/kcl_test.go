@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 )
@@ -65,10 +64,12 @@ func (e *emulators) kclTable(t *testing.T, leases ...kclLease) string {
 		defer cancel()
 		_, _ = e.dynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	waitActive(t, "table "+table, func() (bool, error) {
-		out, err := e.dynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-		return err == nil && out.Table.TableStatus == types.TableStatusActive, err
+	waiter := dynamodb.NewTableExistsWaiter(e.dynamoDB, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = waitMinDelay, waitMaxDelay
 	})
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, waitBound); err != nil {
+		t.Fatalf("waiting for table %s to be ACTIVE: %v", table, err)
+	}
 	for _, l := range leases {
 		if _, err := e.dynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: l.item()}); err != nil {
 			t.Fatal(err)
@@ -83,21 +84,14 @@ func (e *emulators) kclArgs(stream, table string, more ...string) []string {
 	return append([]string{"-kcl", "-stream", stream, "-table", table, "-region", "us-east-1"}, more...)
 }
 
-// waitActive polls until active says so (the SDK's waiters sleep 10 s or more between polls).
-func waitActive(t *testing.T, what string, active func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // a bound for a broken build, not a wait
-	for {
-		ok, err := active()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not active after 30 s (last error: %v)", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// The SDK's waiters, for a table or stream to become ACTIVE, poll the emulators as often as
+// their answers come (in milliseconds) rather than at the waiters' AWS defaults (a first poll
+// after 10 s or 20 s). waitBound is a bound for a broken build, not a wait.
+const (
+	waitMinDelay = 10 * time.Millisecond
+	waitMaxDelay = 200 * time.Millisecond
+	waitBound    = 30 * time.Second
+)
 
 // createStream creates a stream of n shards and waits until it is active.
 func createStream(t *testing.T, e *emulators, stream string, n int32) {
@@ -111,10 +105,12 @@ func createStream(t *testing.T, e *emulators, stream string, n int32) {
 // streamActive waits until the stream is active (created, or done with a split).
 func streamActive(t *testing.T, e *emulators, stream string) {
 	t.Helper()
-	waitActive(t, "stream "+stream, func() (bool, error) {
-		out, err := e.kinesis.DescribeStreamSummary(context.Background(), &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-		return err == nil && out.StreamDescriptionSummary.StreamStatus == kinesistypes.StreamStatusActive, err
+	waiter := awskinesis.NewStreamExistsWaiter(e.kinesis, func(o *awskinesis.StreamExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = waitMinDelay, waitMaxDelay
 	})
+	if err := waiter.Wait(context.Background(), &awskinesis.DescribeStreamInput{StreamName: aws.String(stream)}, waitBound); err != nil {
+		t.Fatalf("waiting for stream %s to be ACTIVE: %v", stream, err)
+	}
 }
 
 // splitStream creates a stream of two shards and splits shardId-000000000001 in two

@@ -791,6 +791,8 @@ func TestDynamoDBStoreWaitsUntilActive(t *testing.T) {
 			func() error { return &types.ResourceInUseException{Message: aws.String("Table already exists")} }, 1},
 		{"being created by another, CreateTable off", []types.TableStatus{types.TableStatusCreating, types.TableStatusActive}, false, nil, 0},
 		{"updating is usable", []types.TableStatus{types.TableStatusUpdating}, false, nil, 0},
+		// The SDK's TableExists waiter would wait on for ACTIVE; the store's acceptor takes it.
+		{"updating while waiting is usable", []types.TableStatus{"", types.TableStatusCreating, types.TableStatusUpdating}, true, nil, 1},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			api := &scriptedTables{statuses: tc.script, createFn: tc.createFn}
@@ -844,6 +846,15 @@ func TestDynamoDBStoreUnusableTable(t *testing.T) {
 		_, err := lease.NewDynamoDBStore(t.Context(), lease.DynamoDBConfig{Client: api, TableName: "leases", CreateTable: true})
 		if err == nil || !strings.Contains(err.Error(), string(st)) || !strings.Contains(err.Error(), `"leases"`) {
 			t.Fatalf("table %s: %v, want an error naming the table and its status", st, err)
+		}
+		// Seen while waiting for a table being created: the wait ends at once (the SDK's
+		// waiter alone would poll until CreateTableTimeout, an hour here).
+		api = &scriptedTables{statuses: []types.TableStatus{"", types.TableStatusCreating, st}}
+		_, err = lease.NewDynamoDBStore(t.Context(), lease.DynamoDBConfig{Client: api, TableName: "leases", CreateTable: true,
+			CreateTableTimeout: time.Hour})
+		if err == nil || !strings.Contains(err.Error(), string(st)) || !strings.Contains(err.Error(), `"leases"`) ||
+			errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("table %s while waiting: %v, want an error naming the table and its status", st, err)
 		}
 	}
 }

@@ -150,36 +150,56 @@ func createTable(ctx context.Context, spec TableSpec) error {
 	return nil
 }
 
-// waitUsable polls DescribeTable, backing off, until the table is ACTIVE (or UPDATING, which is
-// usable too) or ctx ends. A table that is not found yet is waited for, as DescribeTable may
-// lag behind CreateTable.
+// waitUsable waits, with the SDK's TableExists waiter, until the table is ACTIVE (or UPDATING,
+// which is usable too) or ctx ends. A table that is not found yet is waited for, as
+// DescribeTable may lag behind CreateTable.
+//
+// The waiter's own acceptors do not fit as they are: they accept ACTIVE alone (an UPDATING
+// table would be waited on until it is done), and they wait on DELETING or ARCHIVED tables,
+// which will never be usable. Its Retryable is replaced by one that decides as the store needs;
+// its polling (exponential, jittered, from tableWaitFirst to tableWaitMax) and its bound are
+// kept. Its timeout error says neither the table nor what was seen, so a timeout is reported
+// here, with the table's last status.
 func waitUsable(ctx context.Context, spec TableSpec) (*types.TableDescription, error) {
-	delay := tableWaitFirst
-	status := "not found"
-	for {
-		desc, err := describeTable(ctx, spec.Client, spec.Name)
-		if err != nil && ctx.Err() == nil {
-			return nil, err
+	status := "not found" // the last status seen, for the timeout's error
+	var verdict error     // the error a DescribeTable answer decided on, as opposed to a timeout
+	retryable := func(_ context.Context, _ *dynamodb.DescribeTableInput, out *dynamodb.DescribeTableOutput, err error) (bool, error) {
+		var notFound *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &notFound):
+			return true, nil
+		case err != nil && ctx.Err() != nil:
+			return true, nil // the call was cut by ctx's end: a timeout, reported below
+		case err != nil:
+			verdict = fmt.Errorf("describing DynamoDB lease table %q: %w", spec.Name, err)
+		case out == nil || out.Table == nil:
+			verdict = fmt.Errorf("describing DynamoDB lease table %q: the answer has no table description", spec.Name)
+		case usable(out.Table.TableStatus):
+			return false, nil
+		case out.Table.TableStatus == types.TableStatusCreating:
+			status = string(out.Table.TableStatus)
+			return true, nil
+		default:
+			verdict = fmt.Errorf("DynamoDB lease table %q is %s, not ACTIVE", spec.Name, out.Table.TableStatus)
 		}
-		if err == nil && desc != nil {
-			status = string(desc.TableStatus)
-			switch {
-			case usable(desc.TableStatus):
-				return desc, nil
-			case desc.TableStatus != types.TableStatusCreating:
-				return nil, fmt.Errorf("DynamoDB lease table %q is %s, not ACTIVE", spec.Name, desc.TableStatus)
-			}
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("DynamoDB lease table %q is not ACTIVE (last status: %s) within %s %v or before the context ended: %w",
-				spec.Name, status, spec.TimeoutSetting, spec.Timeout, context.Cause(ctx))
-		case <-t.C:
-		}
-		delay = min(2*delay, tableWaitMax)
+		return false, verdict
 	}
+	waiter := dynamodb.NewTableExistsWaiter(spec.Client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay, o.Retryable = tableWaitFirst, tableWaitMax, retryable
+	})
+	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(spec.Name)}, spec.Timeout)
+	switch {
+	case verdict != nil:
+		return nil, verdict
+	case err != nil:
+		cause := context.Cause(ctx)
+		if cause == nil { // the waiter's own bound, spec.Timeout, which ctx also has
+			cause = context.DeadlineExceeded
+		}
+		return nil, fmt.Errorf("DynamoDB lease table %q is not ACTIVE (last status: %s) within %s %v or before the context ended: %w",
+			spec.Name, status, spec.TimeoutSetting, spec.Timeout, cause)
+	}
+	return out.Table, nil
 }
 
 func usable(st types.TableStatus) bool {
