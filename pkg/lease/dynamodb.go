@@ -113,14 +113,23 @@ var (
 
 // NewDynamoDBStore validates cfg, checks that the lease table exists with the expected key
 // schema (creating it first and waiting until it is ACTIVE if cfg.CreateTable is set) and
-// returns a store on it. A missing table with CreateTable off is ErrTableNotFound.
+// returns a store on it. A missing table with CreateTable off is a *TableNotFoundError, which
+// errors.Is matches to ErrTableNotFound.
 func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid DynamoDB lease store config: %w", err)
 	}
 	s := &DynamoDBStore{client: cfg.Client, table: cfg.TableName}
-	desc, err := dynamo.PrepareTable(ctx, dynamoDBTableSpec(cfg))
+	spec := dynamoDBTableSpec(cfg)
+	spec.Missing = func() error {
+		return &TableNotFoundError{
+			Table:         cfg.TableName,
+			KeySchema:     fmt.Sprintf("partition key %q, sort key %q, both strings", attrPK, attrShardID),
+			CreateSetting: "DynamoDBConfig.CreateTable",
+		}
+	}
+	desc, err := dynamo.PrepareTable(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +138,33 @@ func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, 
 	}
 	return s, nil
 }
+
+// TableNotFoundError is the error of NewDynamoDBStore for a lease table that does not exist
+// while DynamoDBConfig.CreateTable is off; errors.Is(err, ErrTableNotFound) matches it. It
+// reads:
+//
+//	lease table not found: DynamoDB table "leases" does not exist; create it (partition key "pk", sort key "shard_id", both strings) or set DynamoDBConfig.CreateTable
+//
+// A caller that fills DynamoDBConfig from settings of its own names its own setting instead
+// of DynamoDBConfig.CreateTable, which its user never sees: it finds the error with errors.As,
+// and returns a copy with CreateSetting changed (pkg/kinesis names
+// SubscriberConfig.Group.CreateLeaseTable).
+type TableNotFoundError struct {
+	// Table is the name of the table that does not exist.
+	Table string
+	// KeySchema is the key a table made by hand needs, in words.
+	KeySchema string
+	// CreateSetting is the setting that lets the store create the table.
+	CreateSetting string
+}
+
+func (e *TableNotFoundError) Error() string {
+	return fmt.Sprintf("%v: DynamoDB table %q does not exist; create it (%s) or set %s",
+		ErrTableNotFound, e.Table, e.KeySchema, e.CreateSetting)
+}
+
+// Unwrap returns ErrTableNotFound, so that errors.Is(err, ErrTableNotFound) holds.
+func (e *TableNotFoundError) Unwrap() error { return ErrTableNotFound }
 
 // partitionKey is stream + "|" + group: the start of the partition key of each of a group's
 // lease buckets, and of its member partition after the "#".

@@ -17,8 +17,8 @@ type DynamoDBConfig struct {
 	TableName string
 	// CreateTable makes NewDynamoDBStore create the table (on-demand capacity,
 	// PAY_PER_REQUEST) when it does not exist, and wait until it is ACTIVE. Default false: a
-	// missing table is an error (ErrTableNotFound), for deployments that manage tables
-	// themselves.
+	// missing table is an error (a *TableNotFoundError, matched by ErrTableNotFound), for
+	// deployments that manage tables themselves.
 	CreateTable bool
 	// CreateTableTimeout bounds how long NewDynamoDBStore waits for the table to become ACTIVE
 	// (including its creation) when it is being created. Default (zero): 2 minutes. Must not be

@@ -840,6 +840,36 @@ func TestDynamoDBStoreCreateTableTimeout(t *testing.T) {
 	}
 }
 
+// TestDynamoDBStoreTableNotFoundError: a missing table with CreateTable off is a
+// *TableNotFoundError that errors.Is matches to ErrTableNotFound, through wrapping too, and
+// that a caller with settings of its own can reword to name its setting alone.
+func TestDynamoDBStoreTableNotFoundError(t *testing.T) {
+	api := &scriptedTables{statuses: []types.TableStatus{""}}
+	_, err := lease.NewDynamoDBStore(t.Context(), lease.DynamoDBConfig{Client: api, TableName: "leases"})
+	want := `lease table not found: DynamoDB table "leases" does not exist; create it (partition key "pk", sort key "shard_id", both strings) or set DynamoDBConfig.CreateTable`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+	if api.creates != 0 {
+		t.Fatalf("%d CreateTable calls with CreateTable off", api.creates)
+	}
+	wrapped := fmt.Errorf("opening the lease table: %w", err)
+	var nf *lease.TableNotFoundError
+	if !errors.Is(wrapped, lease.ErrTableNotFound) || !errors.As(wrapped, &nf) {
+		t.Fatalf("errors.Is(ErrTableNotFound) %v, errors.As(*TableNotFoundError) %v: want both",
+			errors.Is(wrapped, lease.ErrTableNotFound), errors.As(wrapped, &nf))
+	}
+	if nf.Table != "leases" || nf.CreateSetting != "DynamoDBConfig.CreateTable" {
+		t.Fatalf("fields %+v", *nf)
+	}
+	reworded := *nf
+	reworded.CreateSetting = "SubscriberConfig.Group.CreateLeaseTable"
+	if got := reworded.Error(); strings.Contains(got, "DynamoDBConfig") || !strings.HasSuffix(got, "or set SubscriberConfig.Group.CreateLeaseTable") ||
+		!errors.Is(&reworded, lease.ErrTableNotFound) {
+		t.Fatalf("reworded copy: %q", got)
+	}
+}
+
 func TestDynamoDBStoreUnusableTable(t *testing.T) {
 	for _, st := range []types.TableStatus{types.TableStatusDeleting, types.TableStatusArchived} {
 		api := &scriptedTables{statuses: []types.TableStatus{st}}
