@@ -237,8 +237,12 @@ func exLease(msg, shard string) func(exLine) bool {
 	}
 }
 
-// exHandledRE is what the consumer-group example prints for each message.
-var exHandledRE = regexp.MustCompile(`^(\S+)  handled (\S+)  from (shardId-\d+)$`)
+// exHandledRE is what the consumer-group example prints for each message: the time, the
+// worker, the payload and the shard.
+var exHandledRE = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  (\S+)  handled (\S+)  from (shardId-\d+)$`)
+
+// exPublishedRE is what it prints for each click it published: the time and the payload.
+var exPublishedRE = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  published (click-\d+)$`)
 
 // exHandled matches a stdout line of a message handled by worker, from shard if not "".
 func exHandled(worker, shard string) func(exLine) bool {
@@ -248,22 +252,50 @@ func exHandled(worker, shard string) func(exLine) bool {
 	}
 }
 
+// exPublished is the payloads p printed as published.
+func exPublished(p *exProc) map[string]bool {
+	clicks := map[string]bool{}
+	for _, l := range p.matching(false, exPublishedRE.MatchString) {
+		clicks[exPublishedRE.FindStringSubmatch(l)[1]] = true
+	}
+	return clicks
+}
+
+// exWaitHandled waits until w has handled every payload of want at line from or later; it
+// deletes them from want as they come.
+func exWaitHandled(t *testing.T, w *exProc, what string, from int, want map[string]bool) {
+	t.Helper()
+	if len(want) == 0 {
+		return
+	}
+	w.waitLine(t, what, from, func(l exLine) bool {
+		if m := exHandledRE.FindStringSubmatch(l.text); !l.stderr && m != nil {
+			delete(want, m[2])
+		}
+		return len(want) == 0
+	})
+}
+
 // TestLiveExampleConsumerGroup runs _examples/consumer-group as the README tells a user to, in
-// two processes on the emulators: the first, publishing, takes both shards; the second joins
+// three processes on the emulators: a publisher that is no member of the group
+// (-publish-only), and two instances. The first instance takes both shards; the second joins
 // and gets one handed over; both handle messages; the second is stopped with SIGINT (Ctrl-C),
-// releases its lease, and the first takes the shard back.
+// releases its lease, and the first takes the shard back. Then the publisher is stopped, and
+// every click it printed as published must be printed as handled by one of the instances, the
+// check the README shows a user; a last publisher with -clicks 3 publishes three and exits.
 func TestLiveExampleConsumerGroup(t *testing.T) {
 	env := exEnv(t)
 	bin := exBuild(t, "consumer-group")
 	id := watermill.NewShortUUID()
-	args := func(worker string, more ...string) []string {
+	args := func(more ...string) []string {
 		return append([]string{"-stream", "example-clicks-" + id, "-group", "example-" + id,
-			"-worker-id", worker, "-duration", "3m"}, more...) // -duration: a safety net only
+			"-duration", "3m"}, more...) // -duration: a safety net only
 	}
 
-	// 1. w1, publishing, takes both shards and handles messages.
+	// 1. The publisher starts; w1 takes both shards and handles messages.
 	start := time.Now()
-	w1 := exStart(t, bin, "w1", env, args("w1", "-publish"))
+	pub := exStart(t, bin, "publisher", env, args("-publish-only"))
+	w1 := exStart(t, bin, "w1", env, args("-worker-id", "w1"))
 	_, first := w1.waitLine(t, "w1 to take a lease", 0, exLease("Lease taken", ""))
 	shards := map[string]bool{exField(first, "shard"): true}
 	w1.waitLine(t, "w1 to take a second lease", 0, func(l exLine) bool {
@@ -274,7 +306,7 @@ func TestLiveExampleConsumerGroup(t *testing.T) {
 
 	// 2. w2 joins: w1 hands it one shard over; each handles the messages of its own.
 	joined := time.Now()
-	w2 := exStart(t, bin, "w2", env, args("w2"))
+	w2 := exStart(t, bin, "w2", env, args("-worker-id", "w2"))
 	_, taken := w2.waitLine(t, "w2 to take a lease", 0, exLease("Lease taken", ""))
 	moved := exField(taken, "shard")
 	if r := exField(taken, "reason"); r != "handed over" {
@@ -319,7 +351,42 @@ func TestLiveExampleConsumerGroup(t *testing.T) {
 	t.Logf("takeover: w1 took %s back and handled a message of it %s after w2's SIGINT",
 		moved, time.Since(stopped).Round(time.Millisecond))
 
-	// 4. Ctrl-C on w1: it releases both leases and exits.
+	// 4. Ctrl-C on the publisher: every click it printed as published was handled, by w2 before
+	// it stopped or by w1. w2 has exited, so its lines are all in; w1's may still come.
+	if err := pub.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := pub.waitExit(t); code != 0 {
+		t.Errorf("publisher exit status after SIGINT: %d", code)
+	}
+	missing := exPublished(pub)
+	published := len(missing)
+	if published == 0 {
+		t.Fatal("the publisher printed no published click")
+	}
+	from := w1.len()
+	for _, p := range []*exProc{w1, w2} {
+		for _, l := range p.matching(false, exHandledRE.MatchString) {
+			delete(missing, exHandledRE.FindStringSubmatch(l)[2])
+		}
+	}
+	exWaitHandled(t, w1, fmt.Sprintf("w1 to handle the %d of %d published clicks not handled yet", len(missing), published), from, missing)
+	t.Logf("all %d published clicks handled", published)
+
+	// 5. A publisher with -clicks 3 publishes click-1 to click-3 and exits by itself; w1 handles
+	// them (again: the first publisher's had the same names).
+	from = w1.len()
+	pub3 := exStart(t, bin, "publisher-3", env, args("-publish-only", "-clicks", "3"))
+	if code := pub3.waitExit(t); code != 0 {
+		t.Errorf("publisher -clicks 3 exit status: %d", code)
+	}
+	want := exPublished(pub3)
+	if len(want) != 3 || !want["click-1"] || !want["click-2"] || !want["click-3"] {
+		t.Errorf("publisher -clicks 3 published %v, want click-1 to click-3", want)
+	}
+	exWaitHandled(t, w1, "w1 to handle the three clicks of -clicks 3", from, want)
+
+	// 6. Ctrl-C on w1: it releases both leases and exits.
 	if err := w1.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -329,12 +396,19 @@ func TestLiveExampleConsumerGroup(t *testing.T) {
 	if n := len(w1.matching(true, func(s string) bool { return exField(s, "msg") == "Lease released" })); n != 2 {
 		t.Errorf("w1 logged %d \"Lease released\" lines, want 2 (both shards)", n)
 	}
-	for _, p := range []*exProc{w1, w2} {
+	for _, p := range []*exProc{w1, w2, pub, pub3} {
 		if bad := p.matching(true, func(s string) bool { return exField(s, "level") == "ERROR" }); len(bad) > 0 {
 			t.Errorf("%s logged errors:\n%s", p.name, strings.Join(bad, "\n"))
 		}
+	}
+	for _, p := range []*exProc{w1, w2} {
 		if got := p.matching(false, func(s string) bool { return !exHandledRE.MatchString(s) }); len(got) > 0 {
 			t.Errorf("%s printed lines that are not handled messages: %q", p.name, got)
+		}
+	}
+	for _, p := range []*exProc{pub, pub3} {
+		if got := p.matching(false, func(s string) bool { return !exPublishedRE.MatchString(s) }); len(got) > 0 {
+			t.Errorf("%s printed lines that are not published clicks: %q", p.name, got)
 		}
 	}
 }

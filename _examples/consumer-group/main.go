@@ -2,15 +2,22 @@
 // Start it in two terminals, on the emulators or AWS (README.md), and watch the shards spread,
 // and move when one instance stops:
 //
-//	go run ./_examples/consumer-group -publish   # terminal 1: also publishes a click every 200 ms
-//	go run ./_examples/consumer-group            # terminal 2; Ctrl-C in either, and the other takes over
+//	go build -o /tmp/cg ./_examples/consumer-group   # build once, so that a signal reaches the instance
+//	/tmp/cg -worker-id one -publish   # terminal 1: also publishes a click every 200 ms
+//	/tmp/cg -worker-id two            # terminal 2; Ctrl-C in either, and the other takes over
 //
-// Each instance prints the messages it handles, with their shard, and logs the lease changes
-// ("Lease taken", "Lease handed over", "Lease released", with reasons) to stderr. Ctrl-C closes
-// it: it checkpoints and releases its leases, so the other takes them at once.
+// (With go run, the instance is a child of go run: kill -9 of go run's process id kills go
+// run and leaves the instance running, holding its leases.)
 //
-// On memlog (no AWS_REGION; backend.go) one process can only talk to itself, so it runs two
-// instances in-process and plays the same story, then exits.
+// Each instance prints the messages it handles, with the time, its name and their shard, and
+// logs the lease changes ("Lease taken", "Lease handed over", "Lease released", with reasons)
+// to stderr. Ctrl-C closes it: it checkpoints and releases its leases, so the other takes them
+// at once. -publish-only starts a publisher that is no member of the group: with -clicks N it
+// publishes N clicks and exits, and each "published" line it prints should come back as a
+// "handled" line of some instance.
+//
+// On memlog (no -aws and no AWS_ENDPOINT_URL_KINESIS; backend.go) one process can only talk to
+// itself, so it runs two instances in-process and plays the same story, then exits.
 package main
 
 import (
@@ -31,12 +38,18 @@ import (
 )
 
 var (
-	stream   = flag.String("stream", "clicks", "the stream, created with 2 shards if missing")
-	group    = flag.String("group", "click-counter", "the consumer group")
-	workerID = flag.String("worker-id", envOr("WORKER_ID", defaultWorkerID()), "this instance's name in the leases (env WORKER_ID)")
-	publish  = flag.Bool("publish", false, "also publish a click every 200 ms")
-	duration = flag.Duration("duration", 0, "stop after this long, as on Ctrl-C (0: run until Ctrl-C)")
+	stream      = flag.String("stream", "clicks", "the stream, created with 2 shards if missing")
+	group       = flag.String("group", "click-counter", "the consumer group")
+	workerID    = flag.String("worker-id", envOr("WORKER_ID", defaultWorkerID()), "this instance's name in the leases (env WORKER_ID)")
+	publish     = flag.Bool("publish", false, "also publish a click every 200 ms")
+	publishOnly = flag.Bool("publish-only", false, "only publish a click every 200 ms, as no member of the group (not on memlog)")
+	clicks      = flag.Int("clicks", 0, "stop publishing after this many clicks; with -publish-only, exit then (0: publish until Ctrl-C; not on memlog)")
+	duration    = flag.Duration("duration", 0, "stop after this long, as on Ctrl-C (0: run until Ctrl-C)")
 )
+
+// timeFormat starts every line of stdout, so that the lines of several processes can be put in
+// order, and how long a message took to come back can be read off.
+const timeFormat = "15:04:05.000"
 
 func main() {
 	flag.Parse()
@@ -51,8 +64,17 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if (*publishOnly || *clicks > 0) && backend.onMemlog() {
+		// memlog lives in this process: no other process would ever see what it publishes, and
+		// the in-process story needs clicks until its end.
+		log.Fatal("-publish-only and -clicks need a Kinesis that other processes share: pass -aws, or set AWS_ENDPOINT_URL_KINESIS to a local server's address")
+	}
 	if backend.onMemlog() {
 		twoInstancesInProcess(ctx, backend, logger)
+		return
+	}
+	if *publishOnly {
+		publishClicks(ctx, backend, logger)
 		return
 	}
 	if *publish {
@@ -89,7 +111,7 @@ func runInstance(ctx context.Context, backend *backend, logger watermill.LoggerA
 	}
 	for msg := range messages { // closed once ctx ends and the leases are released
 		shard, _ := wmkinesis.ShardIDFromContext(msg.Context())
-		fmt.Printf("%s  handled %s  from %s\n", workerID, msg.Payload, shard)
+		fmt.Printf("%s  %s  handled %s  from %s\n", time.Now().Format(timeFormat), workerID, msg.Payload, shard)
 		msg.Ack()
 		if handled != nil {
 			handled(shard)
@@ -98,8 +120,9 @@ func runInstance(ctx context.Context, backend *backend, logger watermill.LoggerA
 	return sub.Close()
 }
 
-// publishClicks publishes a click every 200 ms until ctx ends; their random partition keys
-// (the message UUIDs) spread them over both shards.
+// publishClicks publishes a click every 200 ms until ctx ends or -clicks are published, and
+// prints each once Kinesis has it; their random partition keys (the message UUIDs) spread them
+// over both shards.
 func publishClicks(ctx context.Context, backend *backend, logger watermill.LoggerAdapter) {
 	publisher, err := wmkinesis.NewPublisher(backend.publisher(wmkinesis.PublisherConfig{
 		CreateStream: true, CreateStreamShards: 2,
@@ -110,15 +133,18 @@ func publishClicks(ctx context.Context, backend *backend, logger watermill.Logge
 	defer publisher.Close()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for i := 1; ; i++ {
+	for i := 1; *clicks == 0 || i <= *clicks; i++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 		msg := message.NewMessage(watermill.NewUUID(), fmt.Appendf(nil, "click-%d", i))
-		if err := publisher.Publish(*stream, msg); err != nil && ctx.Err() == nil {
-			log.Printf("publishing: %v", err)
+		switch err := publisher.Publish(*stream, msg); {
+		case err == nil:
+			fmt.Printf("%s  published %s\n", time.Now().Format(timeFormat), msg.Payload)
+		case ctx.Err() == nil:
+			log.Printf("publishing %s: %v", msg.Payload, err)
 		}
 	}
 }
