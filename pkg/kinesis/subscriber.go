@@ -80,8 +80,11 @@ func openLeaseTable(config SubscriberConfig) (lease.Store, error) {
 		TableName:   config.Group.LeaseTable,
 		CreateTable: config.Group.CreateLeaseTable,
 	})
-	if errors.Is(err, lease.ErrTableNotFound) {
-		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q (set SubscriberConfig.Group.CreateLeaseTable to create it): %w", config.Group.Name, err)
+	if missing := (*lease.TableNotFoundError)(nil); errors.As(err, &missing) {
+		// The store names its own setting; the user set this one.
+		named := *missing
+		named.CreateSetting = "SubscriberConfig.Group.CreateLeaseTable"
+		err = &named
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: opening the lease table of consumer group %q: %w", config.Group.Name, err)
