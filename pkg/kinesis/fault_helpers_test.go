@@ -4,11 +4,11 @@ package kinesis_test
 // collides with the helpers of other test files of package kinesis_test.
 //
 // A fltWorld is a grpWorld (group_helpers_test.go: one memlog stream, one lease.MemoryStore,
-// one clock.Fake, instances that record and ack, steps of fake time with a settle after each)
-// with three additions:
-//   - memlog runs on the fake clock too, so its iterators expire after five minutes of fake time
-//     and arrival timestamps are fake instants (the delay of a delivery is its fake time minus
-//     its record's arrival);
+// instances that record and ack, all in one synctest bubble, steps of fake time with a settle
+// after each) with three additions:
+//   - memlog's iterators expire after five minutes of fake time and its arrival timestamps
+//     are fake instants (the delay of a delivery is its fake time minus its record's arrival),
+//     as in every grpWorld, since memlog reads the bubble's time too;
 //   - memlog's fault hook (memlog.Log.SetFault) counts every Kinesis call, stamped with fake
 //     time, and applies the scenario's rule, which can fail any call;
 //   - every instance logs to a fltLogger, which keeps what the driver logged, with the fake time.
@@ -33,7 +33,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -46,13 +45,12 @@ type fltWorld struct {
 	fanOut bool
 }
 
-// newFltWorld is newGrpWorld with memlog on the fake clock, the counting fault hook installed,
-// and a publisher whose retries do not sleep (its backoff runs on the real clock).
+// newFltWorld is newGrpWorld with the counting fault hook installed and a publisher whose
+// retries do not wait (a backoff of a nanosecond). Like newGrpWorld, it is called inside a
+// synctest bubble.
 func newFltWorld(t *testing.T, n int) *fltWorld {
 	t.Helper()
-	clk := clock.NewFake(grpEpochTime)
-	e := &subEnv{t: t, log: memlog.New(memlog.Config{Now: clk.Now, After: func(d time.Duration) <-chan time.Time { return clk.NewTimer(d).C() }}),
-		store: lease.NewMemoryStore(), stream: subStream}
+	e := &subEnv{t: t, log: memlog.New(memlog.Config{}), store: lease.NewMemoryStore(), stream: subStream}
 	if _, err := e.log.CreateStream(context.Background(), &awskinesis.CreateStreamInput{
 		StreamName: aws.String(e.stream), ShardCount: aws.Int32(int32(n)),
 	}); err != nil {
@@ -67,8 +65,7 @@ func newFltWorld(t *testing.T, n int) *fltWorld {
 	}
 	e.pub = pub
 	w := &grpWorld{
-		t: t, e: e, clk: clk, pub: pub, n: n,
-		stack:     make([]byte, 1<<20),
+		t: t, e: e, pub: pub, n: n,
 		published: map[string]grpMsg{},
 		nextN:     make([]int, n),
 		tenures:   map[string]map[string]*grpTenure{},
@@ -76,7 +73,7 @@ func newFltWorld(t *testing.T, n int) *fltWorld {
 		leaseSeen: map[string]grpSeen{},
 	}
 	w.keys = grpKeys(t, e, n)
-	fw := &fltWorld{grpWorld: w, kin: &fltKinesis{clk: clk}, logs: &fltLogger{clk: clk}}
+	fw := &fltWorld{grpWorld: w, kin: &fltKinesis{}, logs: &fltLogger{}}
 	e.log.SetFault(fw.kin.hook)
 	t.Cleanup(func() {
 		e.log.SetFault(nil)
@@ -131,7 +128,7 @@ func (w *fltWorld) tryStart(id string, tweak func(*kinesis.SubscriberConfig)) (*
 	return wk, nil
 }
 
-// stepsBy moves the clock by stride at a time for d, publishing a round before each stride if
+// stepsBy lets d of fake time pass, stride at a time, publishing a round before each stride if
 // publishing is on and settling after each: a long stretch of fake time at fewer settles than
 // steps. stride must stay well under LeaseRenewInterval.
 func (w *fltWorld) stepsBy(d, stride time.Duration) {
@@ -144,7 +141,7 @@ func (w *fltWorld) stepsBy(d, stride time.Duration) {
 		if publishing {
 			w.publishRound()
 		}
-		w.clk.Advance(stride)
+		time.Sleep(stride)
 		w.settle()
 	}
 }
@@ -289,8 +286,6 @@ func (w *fltWorld) closeAll(wks ...*grpWorker) {
 // fltKinesis is memlog's fault hook: it applies the scenario's rule and records every call.
 // Its client wrapper (fltClient) records each call's outcome as the instance saw it.
 type fltKinesis struct {
-	clk *clock.Fake
-
 	mu       sync.Mutex
 	rule     func(memlog.Call) error
 	calls    []fltCall
@@ -340,7 +335,7 @@ func (k *fltKinesis) hook(_ context.Context, call memlog.Call) error {
 	if k.rule != nil {
 		err = k.rule(call)
 	}
-	k.calls = append(k.calls, fltCall{op: call.Op, stream: call.Stream, shard: call.ShardID, at: k.clk.Now(), err: err})
+	k.calls = append(k.calls, fltCall{op: call.Op, stream: call.Stream, shard: call.ShardID, at: time.Now(), err: err})
 	return err
 }
 
@@ -374,7 +369,7 @@ func (k *fltKinesis) outcomesOf(f func(fltOutcome) bool) []fltOutcome {
 }
 
 func (k *fltKinesis) outcome(o fltOutcome) {
-	o.at = k.clk.Now()
+	o.at = time.Now()
 	k.mu.Lock()
 	k.outcomes = append(k.outcomes, o)
 	k.mu.Unlock()
@@ -410,8 +405,6 @@ func (c *fltClient) ListShards(ctx context.Context, in *awskinesis.ListShardsInp
 
 // fltLogger keeps every line the driver logs, with the fake time and the instance.
 type fltLogger struct {
-	clk *clock.Fake
-
 	mu      sync.Mutex
 	entries []fltEntry
 }
@@ -480,7 +473,7 @@ type fltAdapter struct {
 }
 
 func (a *fltAdapter) add(level, msg string, err error, fields watermill.LogFields) {
-	e := fltEntry{worker: a.worker, level: level, msg: msg, err: err, fields: a.fields.Add(fields), at: a.l.clk.Now()}
+	e := fltEntry{worker: a.worker, level: level, msg: msg, err: err, fields: a.fields.Add(fields), at: time.Now()}
 	if ferr, ok := fields["err"].(error); ok && err == nil {
 		e.err = ferr
 	}

@@ -17,7 +17,7 @@ package kinesis_test
 // the machine; backoff jitter and the order of concurrent calls make them vary a little from
 // run to run. FLT_LOGS=1 (or =ERROR, =INFO, ...) adds the driver's log lines after each.
 //
-// Not parallel: the settle step reads every goroutine's state, and goleak sees every goroutine.
+// Each test runs in a testing/synctest bubble. Not parallel: goleak sees every goroutine.
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -44,42 +45,44 @@ import (
 // Nothing reaches the handler but records, each once and in order; the reader retries with the
 // same iterator (no GetShardIterator while throttled: no rewind); nothing is logged at ERROR.
 func TestFaultThrottledReads(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newFltWorld(t, fltShards)
-	wks := w.warm("w1", "w2")
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w := newFltWorld(t, fltShards)
+		wks := w.warm("w1", "w2")
 
-	rng := rand.New(rand.NewPCG(6, 3))
-	from := w.now()
-	w.kin.set(func(c memlog.Call) error {
-		if c.Op == "GetRecords" && rng.IntN(2) == 0 {
-			return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard " + c.ShardID + " in stream " + c.Stream + " under account 000000000000.")}
+		rng := rand.New(rand.NewPCG(6, 3))
+		from := w.now()
+		w.kin.set(func(c memlog.Call) error {
+			if c.Op == "GetRecords" && rng.IntN(2) == 0 {
+				return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard " + c.ShardID + " in stream " + c.Stream + " under account 000000000000.")}
+			}
+			return nil
+		})
+		w.steps(time.Minute)
+		w.kin.set(nil)
+		to := w.now()
+		w.steps(2 * time.Second)
+		w.drain(10 * time.Second)
+		w.consumersOpen(wks...)
+		w.closeAll(wks...)
+
+		s := w.stats(from, to)
+		reads, throttled := w.kin.count("GetRecords", from, to)
+		iters, _ := w.kin.count("GetShardIterator", from, to)
+		w.report("a throttle 50% GetRecords 1m", s, fmt.Sprintf(
+			"GetRecords=%d throttled=%d GetShardIterator_during=%d errors_logged=%d reads_per_shard_per_s=%.1f",
+			reads, throttled, iters, len(w.logs.of("ERROR", from, to)), float64(reads)/fltShards/to.Sub(from).Seconds()))
+		w.checkAll(w.stats(time.Time{}, time.Time{}), true)
+		if throttled < reads/3 {
+			t.Errorf("only %d of %d reads throttled: the test did not test throttling", throttled, reads)
 		}
-		return nil
+		if iters != 0 {
+			t.Errorf("%d GetShardIterator calls while reads were throttled: a throttled read must retry with the same iterator", iters)
+		}
+		w.noErrors("throttling", from, to)
+		w.noDecodeErrors()
+		w.finish(ignore)
 	})
-	w.steps(time.Minute)
-	w.kin.set(nil)
-	to := w.now()
-	w.steps(2 * time.Second)
-	w.drain(10 * time.Second)
-	w.consumersOpen(wks...)
-	w.closeAll(wks...)
-
-	s := w.stats(from, to)
-	reads, throttled := w.kin.count("GetRecords", from, to)
-	iters, _ := w.kin.count("GetShardIterator", from, to)
-	w.report("a throttle 50% GetRecords 1m", s, fmt.Sprintf(
-		"GetRecords=%d throttled=%d GetShardIterator_during=%d errors_logged=%d reads_per_shard_per_s=%.1f",
-		reads, throttled, iters, len(w.logs.of("ERROR", from, to)), float64(reads)/fltShards/to.Sub(from).Seconds()))
-	w.checkAll(w.stats(time.Time{}, time.Time{}), true)
-	if throttled < reads/3 {
-		t.Errorf("only %d of %d reads throttled: the test did not test throttling", throttled, reads)
-	}
-	if iters != 0 {
-		t.Errorf("%d GetShardIterator calls while reads were throttled: a throttled read must retry with the same iterator", iters)
-	}
-	w.noErrors("throttling", from, to)
-	w.noDecodeErrors()
-	w.finish(ignore)
 }
 
 // ---- b. expiring iterators ----
@@ -92,85 +95,89 @@ func TestFaultThrottledReads(t *testing.T) {
 // time; the reader's next iterator, taken before the hold, outlives memlog's five minutes.
 func TestFaultExpiredIterators(t *testing.T) {
 	t.Run("injected", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1", "w2")
-		reads := map[string]int{}
-		from := w.now()
-		w.kin.set(func(c memlog.Call) error {
-			if c.Op != "GetRecords" {
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1", "w2")
+			reads := map[string]int{}
+			from := w.now()
+			w.kin.set(func(c memlog.Call) error {
+				if c.Op != "GetRecords" {
+					return nil
+				}
+				reads[c.ShardID]++
+				if reads[c.ShardID]%4 == 0 {
+					return &types.ExpiredIteratorException{Message: aws.String("Iterator expired.")}
+				}
 				return nil
-			}
-			reads[c.ShardID]++
-			if reads[c.ShardID]%4 == 0 {
-				return &types.ExpiredIteratorException{Message: aws.String("Iterator expired.")}
-			}
-			return nil
-		})
-		w.steps(time.Minute)
-		w.kin.set(nil)
-		to := w.now()
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+			})
+			w.steps(time.Minute)
+			w.kin.set(nil)
+			to := w.now()
+			w.drain(10 * time.Second)
+			w.closeAll(wks...)
 
-		s := w.stats(from, to)
-		calls, expired := w.kin.count("GetRecords", from, to)
-		iters := w.replacements(from, to)
-		w.report("b expired iterator injected on 1/4 of GetRecords 1m", s, fmt.Sprintf(
-			"GetRecords=%d expired=%d GetShardIterator=%d", calls, expired, len(iters)))
-		w.checkAll(w.stats(time.Time{}, time.Time{}), true)
-		if expired == 0 || len(iters) != expired {
-			t.Errorf("%d expired reads, %d new iterators; want one new iterator per expiry", expired, len(iters))
-		}
-		w.noErrors("expired iterators", from, to)
-		w.finish(ignore)
+			s := w.stats(from, to)
+			calls, expired := w.kin.count("GetRecords", from, to)
+			iters := w.replacements(from, to)
+			w.report("b expired iterator injected on 1/4 of GetRecords 1m", s, fmt.Sprintf(
+				"GetRecords=%d expired=%d GetShardIterator=%d", calls, expired, len(iters)))
+			w.checkAll(w.stats(time.Time{}, time.Time{}), true)
+			if expired == 0 || len(iters) != expired {
+				t.Errorf("%d expired reads, %d new iterators; want one new iterator per expiry", expired, len(iters))
+			}
+			w.noErrors("expired iterators", from, to)
+			w.finish(ignore)
+		})
 	})
 
 	t.Run("memlog", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1")
-		x := subShard(0)
-		wks[0].setHold(func(shard string) bool { return shard == x })
-		w.step()
-		if len(wks[0].heldMsgs()) != 1 {
-			t.Fatalf("w1 holds %d messages of %s, want 1", len(wks[0].heldMsgs()), x)
-		}
-		from := w.now()
-		// Six minutes at a second a step: fewer settles, and well within LeaseRenewInterval.
-		w.stepsBy(6*time.Minute, time.Second)
-		wks[0].setHold(nil)
-		released := w.now()
-		wks[0].heldMsgs()[0].msg.Ack()
-		w.settle()
-		w.steps(2 * time.Second)
-		to := w.now()
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1")
+			x := subShard(0)
+			wks[0].setHold(func(shard string) bool { return shard == x })
+			w.step()
+			if len(wks[0].heldMsgs()) != 1 {
+				t.Fatalf("w1 holds %d messages of %s, want 1", len(wks[0].heldMsgs()), x)
+			}
+			from := w.now()
+			// Six minutes at a second a step: fewer settles, and well within LeaseRenewInterval.
+			w.stepsBy(6*time.Minute, time.Second)
+			wks[0].setHold(nil)
+			released := w.now()
+			wks[0].heldMsgs()[0].msg.Ack()
+			w.settle()
+			w.steps(2 * time.Second)
+			to := w.now()
+			w.drain(10 * time.Second)
+			w.closeAll(wks...)
 
-		expired := w.kin.outcomesOf(func(o fltOutcome) bool {
-			var e *types.ExpiredIteratorException
-			return o.op == "GetRecords" && errors.As(o.err, &e) && !o.at.Before(from)
+			expired := w.kin.outcomesOf(func(o fltOutcome) bool {
+				var e *types.ExpiredIteratorException
+				return o.op == "GetRecords" && errors.As(o.err, &e) && !o.at.Before(from)
+			})
+			iters := w.replacements(from, to)
+			s := w.stats(time.Time{}, time.Time{})
+			// The backlog of x, read after the release: how long its last record took.
+			var backlog time.Duration
+			for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.shard == x && !d.at.Before(released) }) {
+				backlog = max(backlog, d.at.Sub(released))
+			}
+			others := w.statsWhere(func(d grpDelivery) bool { return d.shard != x })
+			w.report("b iterator expired in memlog (handler held a message 6m)", s, fmt.Sprintf(
+				"expired_reads=%d GetShardIterator=%d other_shards_worst_delay=%s held_shard_backlog_cleared=%s after release",
+				len(expired), len(iters), others.worst, backlog))
+			w.checkAll(s, true)
+			if len(expired) == 0 {
+				t.Errorf("no read met an expired iterator: the test did not test expiry")
+			}
+			if len(iters) != len(expired) {
+				t.Errorf("%d expired reads, %d new iterators; want one new iterator per expiry", len(expired), len(iters))
+			}
+			w.finish(ignore)
 		})
-		iters := w.replacements(from, to)
-		s := w.stats(time.Time{}, time.Time{})
-		// The backlog of x, read after the release: how long its last record took.
-		var backlog time.Duration
-		for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.shard == x && !d.at.Before(released) }) {
-			backlog = max(backlog, d.at.Sub(released))
-		}
-		others := w.statsWhere(func(d grpDelivery) bool { return d.shard != x })
-		w.report("b iterator expired in memlog (handler held a message 6m)", s, fmt.Sprintf(
-			"expired_reads=%d GetShardIterator=%d other_shards_worst_delay=%s held_shard_backlog_cleared=%s after release",
-			len(expired), len(iters), others.worst, backlog))
-		w.checkAll(s, true)
-		if len(expired) == 0 {
-			t.Errorf("no read met an expired iterator: the test did not test expiry")
-		}
-		if len(iters) != len(expired) {
-			t.Errorf("%d expired reads, %d new iterators; want one new iterator per expiry", len(expired), len(iters))
-		}
-		w.finish(ignore)
 	})
 }
 
@@ -217,191 +224,199 @@ func (w *fltWorld) replacements(from, to time.Time) []fltOutcome {
 // succeeds, and each key's records are read once each, in the order they were given.
 func TestFaultServerErrors(t *testing.T) {
 	t.Run("reads", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1")
-		rng := rand.New(rand.NewPCG(6, 3))
-		n, iters := 0, 0
-		from := w.now()
-		w.kin.set(func(c memlog.Call) error {
-			switch c.Op {
-			case "GetRecords":
-				switch r := rng.IntN(20); {
-				case r < 6:
-					n++
-					return fltServerError(n)
-				case r == 6: // now and then an expired iterator, so that new ones are needed
-					return &types.ExpiredIteratorException{Message: aws.String("Iterator expired.")}
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1")
+			rng := rand.New(rand.NewPCG(6, 3))
+			n, iters := 0, 0
+			from := w.now()
+			w.kin.set(func(c memlog.Call) error {
+				switch c.Op {
+				case "GetRecords":
+					switch r := rng.IntN(20); {
+					case r < 6:
+						n++
+						return fltServerError(n)
+					case r == 6: // now and then an expired iterator, so that new ones are needed
+						return &types.ExpiredIteratorException{Message: aws.String("Iterator expired.")}
+					}
+				case "GetShardIterator":
+					if iters++; iters%2 == 1 {
+						n++
+						return fltServerError(n)
+					}
 				}
-			case "GetShardIterator":
-				if iters++; iters%2 == 1 {
-					n++
-					return fltServerError(n)
-				}
-			}
-			return nil
-		})
-		w.steps(30 * time.Second)
-		wks = append(wks, w.start("w2", nil))
-		w.steps(30 * time.Second)
-		w.kin.set(nil)
-		to := w.now()
-		w.runUntil("spread over w1 and w2", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+				return nil
+			})
+			w.steps(30 * time.Second)
+			wks = append(wks, w.start("w2", nil))
+			w.steps(30 * time.Second)
+			w.kin.set(nil)
+			to := w.now()
+			w.runUntil("spread over w1 and w2", 6*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+			w.drain(10 * time.Second)
+			w.closeAll(wks...)
 
-		s := w.stats(from, to)
-		reads, failed := w.kin.count("GetRecords", from, to)
-		iters, itersFailed := w.kin.count("GetShardIterator", from, to)
-		w.report("c 5xx on 30% GetRecords + every other GetShardIterator 1m (5% expired iterators), w2 joins", s, fmt.Sprintf(
-			"GetRecords=%d failed=%d GetShardIterator=%d failed=%d read_failed_info=%d errors_logged=%d",
-			reads, failed, iters, itersFailed, w.logs.countMsg("INFO", "Read failed", from, to), len(w.logs.of("ERROR", from, to))))
-		w.checkAll(w.stats(time.Time{}, time.Time{}), true)
-		if failed == 0 || itersFailed == 0 {
-			t.Errorf("no 5xx injected (%d reads, %d iterators): the test did not test them", failed, itersFailed)
-		}
-		w.noDecodeErrors()
-		w.finish(ignore)
+			s := w.stats(from, to)
+			reads, failed := w.kin.count("GetRecords", from, to)
+			iters, itersFailed := w.kin.count("GetShardIterator", from, to)
+			w.report("c 5xx on 30% GetRecords + every other GetShardIterator 1m (5% expired iterators), w2 joins", s, fmt.Sprintf(
+				"GetRecords=%d failed=%d GetShardIterator=%d failed=%d read_failed_info=%d errors_logged=%d",
+				reads, failed, iters, itersFailed, w.logs.countMsg("INFO", "Read failed", from, to), len(w.logs.of("ERROR", from, to))))
+			w.checkAll(w.stats(time.Time{}, time.Time{}), true)
+			if failed == 0 || itersFailed == 0 {
+				t.Errorf("no 5xx injected (%d reads, %d iterators): the test did not test them", failed, itersFailed)
+			}
+			w.noDecodeErrors()
+			w.finish(ignore)
+		})
 	})
 
 	t.Run("read outage", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1")
-		from := w.now()
-		w.kin.failAll("GetRecords")
-		w.steps(30 * time.Second)
-		w.kin.set(nil)
-		to := w.now()
-		var back time.Duration
-		w.runUntil("reading again", 15*time.Second, func() bool {
-			ds := w.deliveriesOf(func(d grpDelivery) bool { return !d.at.Before(to) })
-			if len(ds) > 0 {
-				back = ds[0].at.Sub(to)
-			}
-			return len(ds) > 0
-		})
-		w.drain(15 * time.Second)
-		w.closeAll(wks...)
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1")
+			from := w.now()
+			w.kin.failAll("GetRecords")
+			w.steps(30 * time.Second)
+			w.kin.set(nil)
+			to := w.now()
+			var back time.Duration
+			w.runUntil("reading again", 15*time.Second, func() bool {
+				ds := w.deliveriesOf(func(d grpDelivery) bool { return !d.at.Before(to) })
+				if len(ds) > 0 {
+					back = ds[0].at.Sub(to)
+				}
+				return len(ds) > 0
+			})
+			w.drain(15 * time.Second)
+			w.closeAll(wks...)
 
-		s := w.stats(time.Time{}, time.Time{})
-		reads, _ := w.kin.count("GetRecords", from, to)
-		infos := w.logs.countMsg("INFO", "Read failed", from, to)
-		errs := w.logs.of("ERROR", from, to)
-		w.report("c 5xx on every GetRecords 30s", s, fmt.Sprintf(
-			"GetRecords_during=%d (%.2f/s/shard) read_failed_info=%d read_failed_error=%d first_delivery_after_outage=%s",
-			reads, float64(reads)/fltShards/to.Sub(from).Seconds(), infos, len(errs), back))
-		w.checkAll(s, true)
-		if limit := fltShards * 15; reads > limit {
-			t.Errorf("%d reads in a 30 s outage on %d shards; backoff should keep it under %d", reads, fltShards, limit)
-		}
-		if len(errs) == 0 {
-			t.Errorf("reads failed for 30 s and nothing was logged at ERROR (%d INFO lines)", infos)
-		}
-		for _, e := range errs {
-			if !strings.Contains(e.msg+fmt.Sprint(e.fields), subStream) && !strings.Contains(fmt.Sprint(e.err), subStream) {
-				t.Errorf("error line does not name the stream: %s %v", e, e.fields)
+			s := w.stats(time.Time{}, time.Time{})
+			reads, _ := w.kin.count("GetRecords", from, to)
+			infos := w.logs.countMsg("INFO", "Read failed", from, to)
+			errs := w.logs.of("ERROR", from, to)
+			w.report("c 5xx on every GetRecords 30s", s, fmt.Sprintf(
+				"GetRecords_during=%d (%.2f/s/shard) read_failed_info=%d read_failed_error=%d first_delivery_after_outage=%s",
+				reads, float64(reads)/fltShards/to.Sub(from).Seconds(), infos, len(errs), back))
+			w.checkAll(s, true)
+			if limit := fltShards * 15; reads > limit {
+				t.Errorf("%d reads in a 30 s outage on %d shards; backoff should keep it under %d", reads, fltShards, limit)
 			}
-		}
-		w.noDecodeErrors()
-		w.finish(ignore)
+			if len(errs) == 0 {
+				t.Errorf("reads failed for 30 s and nothing was logged at ERROR (%d INFO lines)", infos)
+			}
+			for _, e := range errs {
+				if !strings.Contains(e.msg+fmt.Sprint(e.fields), subStream) && !strings.Contains(fmt.Sprint(e.err), subStream) {
+					t.Errorf("error line does not name the stream: %s %v", e, e.fields)
+				}
+			}
+			w.noDecodeErrors()
+			w.finish(ignore)
+		})
 	})
 
 	t.Run("iterator outage while joining", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1")
-		from := w.now()
-		w.kin.set(func(c memlog.Call) error {
-			if c.Op == "GetShardIterator" {
-				return fltServerError(0)
-			}
-			return nil
-		})
-		w2 := w.start("w2", nil)
-		wks = append(wks, w2)
-		w.steps(30 * time.Second)
-		w.kin.set(nil)
-		to := w.now()
-		d := w.runUntil("spread over w1 and w2", 6*grpSyncInterval+2*grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1")
+			from := w.now()
+			w.kin.set(func(c memlog.Call) error {
+				if c.Op == "GetShardIterator" {
+					return fltServerError(0)
+				}
+				return nil
+			})
+			w2 := w.start("w2", nil)
+			wks = append(wks, w2)
+			w.steps(30 * time.Second)
+			w.kin.set(nil)
+			to := w.now()
+			d := w.runUntil("spread over w1 and w2", 6*grpSyncInterval+2*grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+			w.drain(10 * time.Second)
+			w.closeAll(wks...)
 
-		s := w.stats(time.Time{}, time.Time{})
-		// w2's lease syncs during the outage: each reads the members, one every
-		// LeaseSyncInterval if nothing holds the coordinator up.
-		var lists int
-		var gap, last time.Duration
-		prev := from
-		for _, o := range w2.store.opsOf(lease.OpMembers, "") {
-			if o.at.Before(from) || !o.at.Before(to) {
-				continue
+			s := w.stats(time.Time{}, time.Time{})
+			// w2's lease syncs during the outage: each reads the members, one every
+			// LeaseSyncInterval if nothing holds the coordinator up.
+			var lists int
+			var gap, last time.Duration
+			prev := from
+			for _, o := range w2.store.opsOf(lease.OpMembers, "") {
+				if o.at.Before(from) || !o.at.Before(to) {
+					continue
+				}
+				lists++
+				gap = max(gap, o.at.Sub(prev))
+				prev = o.at
 			}
-			lists++
-			gap = max(gap, o.at.Sub(prev))
-			prev = o.at
-		}
-		last = to.Sub(prev)
-		gap = max(gap, last)
-		iters, _ := w.kin.count("GetShardIterator", from, to)
-		w.report("c 5xx on every GetShardIterator 30s while w2 joins", s, fmt.Sprintf(
-			"GetShardIterator_during=%d w2_lease_syncs_during=%d longest_gap_between_w2_syncs=%s spread_after_outage=%s lost_hooks=%d",
-			iters, lists, gap, d, len(w2.eventsOfAll("lost"))+len(wks[0].eventsOfAll("lost"))))
-		w.checkAll(s, false)
-		if gap > 2*grpSyncInterval {
-			t.Errorf("w2 did not sync its leases for %s while a new reader waited for its iterator (LeaseSyncInterval %s)", gap, grpSyncInterval)
-		}
-		w.finish(ignore)
+			last = to.Sub(prev)
+			gap = max(gap, last)
+			iters, _ := w.kin.count("GetShardIterator", from, to)
+			w.report("c 5xx on every GetShardIterator 30s while w2 joins", s, fmt.Sprintf(
+				"GetShardIterator_during=%d w2_lease_syncs_during=%d longest_gap_between_w2_syncs=%s spread_after_outage=%s lost_hooks=%d",
+				iters, lists, gap, d, len(w2.eventsOfAll("lost"))+len(wks[0].eventsOfAll("lost"))))
+			w.checkAll(s, false)
+			if gap > 2*grpSyncInterval {
+				t.Errorf("w2 did not sync its leases for %s while a new reader waited for its iterator (LeaseSyncInterval %s)", gap, grpSyncInterval)
+			}
+			w.finish(ignore)
+		})
 	})
 
 	t.Run("PutRecords", func(t *testing.T) {
-		ignore := goleak.IgnoreCurrent()
-		w := newFltWorld(t, fltShards)
-		wks := w.warm("w1")
-		w.publishing = false
-		entries, failedEntries, calls := 0, 0, 0
-		w.e.log.SetPutRecordsEntryFault(func(_ string, _ int, _ types.PutRecordsRequestEntry) (string, string) {
-			entries++ // PutRecords calls come one at a time from this test's goroutine
-			switch {
-			case entries%3 == 0:
-				failedEntries++
-				return "InternalFailure", ""
-			case entries%7 == 0:
-				failedEntries++
-				return "ProvisionedThroughputExceededException", ""
-			}
-			return "", ""
-		})
-		w.kin.set(func(c memlog.Call) error {
-			if c.Op == "PutRecords" {
-				calls++
-				if calls%10 == 0 {
-					return fltServerError(calls / 10)
+		synctest.Test(t, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			w := newFltWorld(t, fltShards)
+			wks := w.warm("w1")
+			w.publishing = false
+			entries, failedEntries, calls := 0, 0, 0
+			w.e.log.SetPutRecordsEntryFault(func(_ string, _ int, _ types.PutRecordsRequestEntry) (string, string) {
+				entries++ // PutRecords calls come one at a time from this test's goroutine
+				switch {
+				case entries%3 == 0:
+					failedEntries++
+					return "InternalFailure", ""
+				case entries%7 == 0:
+					failedEntries++
+					return "ProvisionedThroughputExceededException", ""
 				}
+				return "", ""
+			})
+			w.kin.set(func(c memlog.Call) error {
+				if c.Op == "PutRecords" {
+					calls++
+					if calls%10 == 0 {
+						return fltServerError(calls / 10)
+					}
+				}
+				return nil
+			})
+			from := w.now()
+			for end := from.Add(30 * time.Second); w.now().Before(end); {
+				w.publishMixed(3)
+				w.step()
 			}
-			return nil
-		})
-		from := w.now()
-		for end := from.Add(30 * time.Second); w.now().Before(end); {
-			w.publishMixed(3)
-			w.step()
-		}
-		to := w.now()
-		w.e.log.SetPutRecordsEntryFault(nil)
-		w.kin.set(nil)
-		w.drain(10 * time.Second)
-		w.closeAll(wks...)
+			to := w.now()
+			w.e.log.SetPutRecordsEntryFault(nil)
+			w.kin.set(nil)
+			w.drain(10 * time.Second)
+			w.closeAll(wks...)
 
-		s := w.stats(from, to)
-		puts, putsFailed := w.kin.count("PutRecords", from, to)
-		w.report("c PutRecords 1/3 entries failed + 1/10 calls 5xx 30s, 3 records per key per call", s, fmt.Sprintf(
-			"Publish_calls=%d PutRecords=%d failed_whole=%d entries_sent=%d entries_failed=%d",
-			int(to.Sub(from)/grpStep), puts, putsFailed, entries, failedEntries))
-		w.checkAll(w.stats(time.Time{}, time.Time{}), true)
-		if failedEntries == 0 || putsFailed == 0 {
-			t.Errorf("no PutRecords fault injected: the test did not test them")
-		}
-		w.finish(ignore)
+			s := w.stats(from, to)
+			puts, putsFailed := w.kin.count("PutRecords", from, to)
+			w.report("c PutRecords 1/3 entries failed + 1/10 calls 5xx 30s, 3 records per key per call", s, fmt.Sprintf(
+				"Publish_calls=%d PutRecords=%d failed_whole=%d entries_sent=%d entries_failed=%d",
+				int(to.Sub(from)/grpStep), puts, putsFailed, entries, failedEntries))
+			w.checkAll(w.stats(time.Time{}, time.Time{}), true)
+			if failedEntries == 0 || putsFailed == 0 {
+				t.Errorf("no PutRecords fault injected: the test did not test them")
+			}
+			w.finish(ignore)
+		})
 	})
 }
 
@@ -411,59 +426,61 @@ func TestFaultServerErrors(t *testing.T) {
 // the instances keep their leases, and each lists the shards again once it works. An instance
 // that subscribes during the outage is told why it could not (Subscribe lists the shards).
 func TestFaultListShardsFailing(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newFltWorld(t, fltShards)
-	wks := w.warm("w1", "w2")
-	takesBefore := w.changes()
-	from := w.now()
-	w.kin.failAll("ListShards")
-	w.steps(30 * time.Second)
-	_, joinErr := w.tryStart("w3", nil)
-	w.steps(30 * time.Second)
-	w.kin.set(nil)
-	to := w.now()
-	// Recovery: each instance lists the shards successfully again.
-	recovered := map[string]time.Duration{}
-	w.runUntil("both instances list the shards again", 30*time.Second+grpStep, func() bool {
-		for _, o := range w.kin.outcomesOf(func(o fltOutcome) bool { return o.op == "ListShards" && o.err == nil && !o.at.Before(to) }) {
-			if _, ok := recovered[o.worker]; !ok {
-				recovered[o.worker] = o.at.Sub(to)
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w := newFltWorld(t, fltShards)
+		wks := w.warm("w1", "w2")
+		takesBefore := w.changes()
+		from := w.now()
+		w.kin.failAll("ListShards")
+		w.steps(30 * time.Second)
+		_, joinErr := w.tryStart("w3", nil)
+		w.steps(30 * time.Second)
+		w.kin.set(nil)
+		to := w.now()
+		// Recovery: each instance lists the shards successfully again.
+		recovered := map[string]time.Duration{}
+		w.runUntil("both instances list the shards again", 30*time.Second+grpStep, func() bool {
+			for _, o := range w.kin.outcomesOf(func(o fltOutcome) bool { return o.op == "ListShards" && o.err == nil && !o.at.Before(to) }) {
+				if _, ok := recovered[o.worker]; !ok {
+					recovered[o.worker] = o.at.Sub(to)
+				}
+			}
+			return len(recovered) == 2
+		})
+		takesDuring := w.changes() - takesBefore
+		w.drain(10 * time.Second)
+		w.consumersOpen(wks...)
+		w.closeAll(wks...)
+
+		s := w.stats(from, to)
+		lists, failed := w.kin.count("ListShards", from, to)
+		// A failed listing is retried at the next shard sync: WARN, and ERROR only once listings
+		// keep failing (8 in a row; here 5 fail).
+		errs := append(w.logs.of("WARN", from, to), w.logs.of("ERROR", from, to)...)
+		w.report("d ListShards 5xx 1m", s, fmt.Sprintf(
+			"ListShards=%d failed=%d warnings_logged=%d lease_changes=%d subscribe_during=%v relisted_after=w1:%s,w2:%s",
+			lists, failed, len(errs), takesDuring, joinErr, recovered["w1"], recovered["w2"]))
+		w.checkAll(w.stats(time.Time{}, time.Time{}), true)
+		if s.worst > time.Second {
+			t.Errorf("worst delay %s while ListShards failed; the readers should not notice", s.worst)
+		}
+		if takesDuring != 0 {
+			t.Errorf("%d lease changes while ListShards failed; nothing should move", takesDuring)
+		}
+		if failed == 0 || len(errs) == 0 {
+			t.Errorf("%d listings failed, %d warnings or errors logged; want the failures logged", failed, len(errs))
+		}
+		for _, e := range errs {
+			if !strings.Contains(fmt.Sprint(e.err), subStream) {
+				t.Errorf("error line does not name the stream: %s", e)
 			}
 		}
-		return len(recovered) == 2
-	})
-	takesDuring := w.changes() - takesBefore
-	w.drain(10 * time.Second)
-	w.consumersOpen(wks...)
-	w.closeAll(wks...)
-
-	s := w.stats(from, to)
-	lists, failed := w.kin.count("ListShards", from, to)
-	// A failed listing is retried at the next shard sync: WARN, and ERROR only once listings
-	// keep failing (8 in a row; here 5 fail).
-	errs := append(w.logs.of("WARN", from, to), w.logs.of("ERROR", from, to)...)
-	w.report("d ListShards 5xx 1m", s, fmt.Sprintf(
-		"ListShards=%d failed=%d warnings_logged=%d lease_changes=%d subscribe_during=%v relisted_after=w1:%s,w2:%s",
-		lists, failed, len(errs), takesDuring, joinErr, recovered["w1"], recovered["w2"]))
-	w.checkAll(w.stats(time.Time{}, time.Time{}), true)
-	if s.worst > time.Second {
-		t.Errorf("worst delay %s while ListShards failed; the readers should not notice", s.worst)
-	}
-	if takesDuring != 0 {
-		t.Errorf("%d lease changes while ListShards failed; nothing should move", takesDuring)
-	}
-	if failed == 0 || len(errs) == 0 {
-		t.Errorf("%d listings failed, %d warnings or errors logged; want the failures logged", failed, len(errs))
-	}
-	for _, e := range errs {
-		if !strings.Contains(fmt.Sprint(e.err), subStream) {
-			t.Errorf("error line does not name the stream: %s", e)
+		if joinErr == nil || !strings.Contains(joinErr.Error(), subStream) {
+			t.Errorf("Subscribe during the outage: %v, want an error naming the stream", joinErr)
 		}
-	}
-	if joinErr == nil || !strings.Contains(joinErr.Error(), subStream) {
-		t.Errorf("Subscribe during the outage: %v, want an error naming the stream", joinErr)
-	}
-	w.finish(ignore)
+		w.finish(ignore)
+	})
 }
 
 // ---- e. the lease store failing ----
@@ -487,9 +504,17 @@ func TestFaultListShardsFailing(t *testing.T) {
 // after the last checkpoint.
 func TestFaultLeaseStoreFailing(t *testing.T) {
 	for _, outage := range []time.Duration{3 * time.Second, 4 * time.Second, 6 * time.Second} {
-		t.Run(outage.String(), func(t *testing.T) { leaseStoreOutages(t, outage) })
+		t.Run(outage.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				leaseStoreOutages(t, outage)
+			})
+		})
 	}
-	t.Run("long", func(t *testing.T) { leaseStoreLongOutage(t, false) })
+	t.Run("long", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			leaseStoreLongOutage(t, false)
+		})
+	})
 }
 
 // leaseStoreLongOutage is the "long" outage of TestFaultLeaseStoreFailing, reading by polling
@@ -670,7 +695,11 @@ func TestFaultStreamDeleted(t *testing.T) {
 		if recreate {
 			name = "created again"
 		}
-		t.Run(name, func(t *testing.T) { streamDeleted(t, recreate) })
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				streamDeleted(t, recreate)
+			})
+		})
 	}
 }
 
@@ -756,12 +785,12 @@ func streamDeleted(t *testing.T, recreate bool) {
 	}
 	for id, d := range closeTook {
 		if d > time.Second {
-			t.Errorf("Close of %s took %s of real time", id, d)
+			t.Errorf("Close of %s took %s of fake time", id, d)
 		}
 	}
 	if !recreate {
 		w.report("f stream deleted under 2 instances", w.stats(time.Time{}, time.Time{}), figures+
-			fmt.Sprintf("; Close real time w1=%s w2=%s", closeTook["w1"], closeTook["w2"]))
+			fmt.Sprintf("; Close fake time w1=%s w2=%s", closeTook["w1"], closeTook["w2"]))
 	}
 	w.finish(ignore)
 }

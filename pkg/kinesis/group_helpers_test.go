@@ -3,12 +3,13 @@ package kinesis_test
 // Helpers of the consumer-group tests (group_test.go). Every name starts with "grp" so that
 // nothing here collides with the helpers of other test files of package kinesis_test.
 //
-// A grpWorld is one stream in memlog, one lease.MemoryStore and one clock.Fake shared by every
-// instance (grpWorker) of one consumer group. Time moves only when the test calls step; after
-// each step the test waits until every goroutine of the driver and of the test's consumers is
-// blocked again (grpSettle), so what happened at one fake instant is complete before the clock
-// moves on, however slow the machine. The figures the tests log are fake time, and do not
-// depend on the machine either.
+// A grpWorld is one stream in memlog, one lease.MemoryStore and the instances (grpWorker) of
+// one consumer group, all made inside one testing/synctest bubble: the test runs in
+// synctest.Test, and the driver, memlog and the store read the bubble's fake time. Time moves
+// only when the test sleeps (step); after each step the test waits until every goroutine of
+// the bubble is durably blocked again (settle, synctest.Wait), so what happened at one fake
+// instant is complete before time moves on, however slow the machine. The figures the tests
+// log are fake time, and do not depend on the machine either.
 
 import (
 	"context"
@@ -16,12 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -31,12 +32,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
 const (
-	// grpStep is how far the fake clock moves per step: the resolution of every figure.
+	// grpStep is how far fake time moves per step: the resolution of every figure.
 	grpStep = 100 * time.Millisecond
 	// The driver's defaults, which these tests keep (a zero field in the config means them).
 	grpLeaseDuration   = 10 * time.Second
@@ -44,13 +44,12 @@ const (
 	grpSyncInterval    = 2 * time.Second
 	grpHandoffTimeout  = 10 * time.Second
 	grpCheckpointEvery = 5 * time.Second
-	// grpSettleWait bounds the real time one settle may take; a driver goroutine that never
-	// blocks again (a busy loop) fails the test with its stack.
-	grpSettleWait = 5 * time.Second
 )
 
-// grpEpochTime is where the fake clock starts.
-var grpEpochTime = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+// grpEpochTime is where the fake time of a synctest bubble starts (the testing/synctest
+// documentation promises midnight UTC, 2000-01-01): a world made at the start of its bubble
+// starts there.
+var grpEpochTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // errGrpDown is what a cut-off store or client returns.
 var errGrpDown = errors.New("grp: this instance is cut off")
@@ -84,13 +83,11 @@ type grpTenure struct {
 }
 
 type grpWorld struct {
-	t     *testing.T
-	e     *subEnv
-	clk   *clock.Fake
-	pub   *kinesis.Publisher
-	keys  []string // a partition key per shard index
-	n     int
-	stack []byte
+	t    *testing.T
+	e    *subEnv
+	pub  *kinesis.Publisher
+	keys []string // a partition key per shard index
+	n    int
 
 	mu         sync.Mutex
 	epoch      int
@@ -123,6 +120,7 @@ type grpSeen struct {
 }
 
 // newGrpWorld makes a stream of n shards and a keyed publisher that can address each shard.
+// It is called inside a synctest bubble (synctest.Test), with the bubble's t.
 func newGrpWorld(t *testing.T, n int) *grpWorld {
 	t.Helper()
 	e := newSubEnv(t, int32(n), nil)
@@ -133,8 +131,7 @@ func newGrpWorld(t *testing.T, n int) *grpWorld {
 		t.Fatalf("NewPublisher: %v", err)
 	}
 	w := &grpWorld{
-		t: t, e: e, clk: clock.NewFake(grpEpochTime), pub: pub, n: n,
-		stack:     make([]byte, 1<<20),
+		t: t, e: e, pub: pub, n: n,
 		published: map[string]grpMsg{},
 		nextN:     make([]int, n),
 		tenures:   map[string]map[string]*grpTenure{},
@@ -190,12 +187,13 @@ func grpKeys(t *testing.T, e *subEnv, n int) []string {
 	return keys
 }
 
-func (w *grpWorld) now() time.Time { return w.clk.Now() }
+// now is the bubble's fake time.
+func (w *grpWorld) now() time.Time { return time.Now() }
 
 // since is fake time elapsed since at.
 func (w *grpWorld) since(at time.Time) time.Duration { return w.now().Sub(at) }
 
-// rel is a fake instant as the time since the clock started, for logs.
+// grpRel is a fake instant as the time since the bubble started, for logs.
 func grpRel(at time.Time) time.Duration { return at.Sub(grpEpochTime) }
 
 func (w *grpWorld) workerList() []*grpWorker {
@@ -244,7 +242,9 @@ func (w *grpWorld) publishRound() {
 	}
 }
 
-// step publishes a round (if publishing is on), moves the clock by grpStep and settles.
+// step publishes a round (if publishing is on), lets grpStep of fake time pass and settles.
+// The sleep returns once every timer due within the step has fired and what it woke has run
+// to its next durable block, at each timer's own instant.
 func (w *grpWorld) step() {
 	w.t.Helper()
 	w.mu.Lock()
@@ -254,7 +254,7 @@ func (w *grpWorld) step() {
 	if publishing {
 		w.publishRound()
 	}
-	w.clk.Advance(grpStep)
+	time.Sleep(grpStep)
 	w.settle()
 }
 
@@ -280,69 +280,18 @@ func (w *grpWorld) runUntil(what string, limit time.Duration, cond func() bool) 
 	return w.since(start)
 }
 
-// settle waits until every goroutine of the driver and of the consumers is blocked on a
-// channel (select, send or receive) twice in a row, then checks the invariants.
+// settle waits until every goroutine of the bubble (driver, memlog, consumers) is durably
+// blocked, then checks the invariants. A goroutine that never blocks again (a busy loop)
+// makes synctest.Wait, and so the test, hang until go test's -timeout prints every stack.
 func (w *grpWorld) settle() {
 	w.t.Helper()
-	deadline := time.Now().Add(grpSettleWait)
-	quiet := 0
-	for quiet < 2 {
-		busy := w.busy()
-		if len(busy) == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		if quiet < 2 {
-			if time.Now().After(deadline) {
-				w.t.Fatalf("the driver did not settle within %s of real time at fake %s (a goroutine that never blocks?)\nstore calls: %s\nbusy goroutines:\n%s",
-					grpSettleWait, grpRel(w.now()), w.opSummary(), strings.Join(busy, "\n\n"))
-			}
-			runtime.Gosched()
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
+	synctest.Wait()
 	w.check()
-}
-
-// grpQuietStates are the goroutine states of a goroutine waiting for a channel: only another
-// goroutine, or a timer of the fake clock, can wake it.
-var grpQuietStates = map[string]bool{
-	"select": true, "select (no cases)": true,
-	"chan receive": true, "chan send": true,
-	"chan receive (nil chan)": true, "chan send (nil chan)": true,
-}
-
-// busy lists the stacks of this module's goroutines (driver and test) that are not blocked on
-// a channel, except the caller's.
-func (w *grpWorld) busy() []string {
-	var n int
-	for {
-		n = runtime.Stack(w.stack, true)
-		if n < len(w.stack) {
-			break
-		}
-		w.stack = make([]byte, 2*len(w.stack))
-	}
-	var busy []string
-	for i, g := range strings.Split(string(w.stack[:n]), "\n\n") {
-		if i == 0 || !strings.Contains(g, "watermill-kinesis/watermill-kinesis/pkg/") {
-			continue // the caller, or not ours
-		}
-		hdr, _, _ := strings.Cut(g, "\n")
-		_, state, _ := strings.Cut(hdr, "[")
-		state, _, _ = strings.Cut(state, "]")
-		state, _, _ = strings.Cut(state, ",")
-		if !grpQuietStates[state] {
-			busy = append(busy, g)
-		}
-	}
-	return busy
 }
 
 // violate records a broken invariant; check reports it.
 func (w *grpWorld) violateLocked(format string, args ...any) {
-	w.violations = append(w.violations, fmt.Sprintf("fake %s: ", grpRel(w.clk.Now()))+fmt.Sprintf(format, args...))
+	w.violations = append(w.violations, fmt.Sprintf("fake %s: ", grpRel(time.Now()))+fmt.Sprintf(format, args...))
 }
 
 // check verifies, at a settled instant: every open tenure is the store's owner of its lease, in
@@ -519,7 +468,7 @@ func (w *grpWorld) onEnd(worker, shard, hook string) {
 		w.extraEnds[worker+" "+shard+" "+hook]++
 		return
 	}
-	tn.open, tn.closedEpoch, tn.closedAt = false, w.epoch, w.clk.Now()
+	tn.open, tn.closedEpoch, tn.closedAt = false, w.epoch, time.Now()
 }
 
 // record notes a delivery; a worker may deliver a shard only while it reads it (or in the
@@ -531,7 +480,7 @@ func (w *grpWorld) record(worker string, m *message.Message, acked bool) grpDeli
 	pm, known := w.published[m.UUID]
 	d := grpDelivery{
 		worker: worker, uuid: m.UUID, shard: info.ShardID, seq: info.SequenceNumber, n: pm.n,
-		at: w.clk.Now(), epoch: w.epoch, acked: acked, msg: m,
+		at: time.Now(), epoch: w.epoch, acked: acked, msg: m,
 	}
 	if !known {
 		w.violateLocked("%s delivered %s, which was never published", worker, m.UUID)
@@ -656,7 +605,7 @@ type grpEvent struct {
 // Kinesis client (which a test can make fail) and the SubscriberConfig every instance of
 // these tests uses, with its hooks recorded.
 func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, kinesis.SubscriberConfig) {
-	wk := &grpWorker{w: w, id: id, done: make(chan struct{}), logs: &fltLogger{clk: w.clk}}
+	wk := &grpWorker{w: w, id: id, done: make(chan struct{}), logs: &fltLogger{}}
 	wk.store = &grpStore{inner: w.e.store, w: w, worker: id, gate: make(chan struct{})}
 	wk.client = &grpClient{KinesisAPI: client}
 	return wk, kinesis.SubscriberConfig{
@@ -671,7 +620,6 @@ func (w *grpWorld) newWorker(id string, client kinesis.KinesisAPI) (*grpWorker, 
 				OnLost:     func(ev kinesis.ShardEvent) { wk.event("lost", ev) },
 			},
 		},
-		Clock:           w.clk,
 		PollInterval:    grpStep,
 		MinReadInterval: grpStep / 2,
 		CloseTimeout:    subWait,
@@ -711,8 +659,8 @@ func (w *grpWorld) startWith(id string, tune func(*kinesis.SubscriberConfig)) *g
 }
 
 // subscribe calls Subscribe on a goroutine of its own and takes steps of fake time until it
-// returns: a Subscribe that finds free leases waits for instances starting with it on the
-// clock (awaitJoiners).
+// returns: a Subscribe whose first sync fails (firstSync) tries again after a backoff of fake
+// time.
 func (w *grpWorld) subscribe(sub *kinesis.Subscriber) (<-chan *message.Message, error) {
 	w.t.Helper()
 	type result struct {
@@ -742,7 +690,7 @@ func (wk *grpWorker) event(hook string, ev kinesis.ShardEvent) {
 		wk.w.mu.Unlock()
 	}
 	wk.mu.Lock()
-	wk.events = append(wk.events, grpEvent{hook: hook, shard: ev.ShardID, at: wk.w.clk.Now()})
+	wk.events = append(wk.events, grpEvent{hook: hook, shard: ev.ShardID, at: time.Now()})
 	wk.mu.Unlock()
 	if hook == "acquired" {
 		wk.w.onResume(wk.id, ev.ShardID)
@@ -905,7 +853,7 @@ func (s *grpStore) enter(ctx context.Context) error {
 }
 
 func (s *grpStore) log(op grpOp) {
-	op.end = s.w.clk.Now()
+	op.end = time.Now()
 	s.mu.Lock()
 	s.ops = append(s.ops, op)
 	s.mu.Unlock()
@@ -946,7 +894,7 @@ func (s *grpStore) summary() string {
 
 // call runs one owner- or taker-side call through the mode and the log.
 func (s *grpStore) call(ctx context.Context, op string, in lease.Lease, f func() (lease.Lease, error)) (lease.Lease, error) {
-	rec := grpOp{op: op, shard: in.ShardID, at: s.w.clk.Now(), in: in}
+	rec := grpOp{op: op, shard: in.ShardID, at: time.Now(), in: in}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)
@@ -967,7 +915,7 @@ func (s *grpStore) Create(ctx context.Context, l lease.Lease) (lease.Lease, erro
 }
 
 func (s *grpStore) List(ctx context.Context, group, stream string) ([]lease.Lease, error) {
-	rec := grpOp{op: lease.OpList, at: s.w.clk.Now()}
+	rec := grpOp{op: lease.OpList, at: time.Now()}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)
@@ -1021,7 +969,7 @@ var _ lease.Membership = (*grpStore)(nil)
 
 // Heartbeat implements lease.Membership through the mode and the log; beatsDown fails it alone.
 func (s *grpStore) Heartbeat(ctx context.Context, m lease.Member) (lease.Member, error) {
-	rec := grpOp{op: lease.OpHeartbeat, at: s.w.clk.Now()}
+	rec := grpOp{op: lease.OpHeartbeat, at: time.Now()}
 	s.mu.Lock()
 	beatsDown := s.beatsDown
 	s.mu.Unlock()
@@ -1050,7 +998,7 @@ func (s *grpStore) NotifyMember(ctx context.Context, m lease.Member) error {
 }
 
 func (s *grpStore) Members(ctx context.Context, group, stream string) ([]lease.Member, error) {
-	rec := grpOp{op: lease.OpMembers, at: s.w.clk.Now()}
+	rec := grpOp{op: lease.OpMembers, at: time.Now()}
 	if err := s.enter(ctx); err != nil {
 		rec.err = err
 		s.log(rec)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -84,160 +86,167 @@ func (mp metricPoints) total(name string, want ...attribute.KeyValue) float64 {
 // (leases lost), and Close releases the rest. The publisher writes through rejected entries
 // (retries) and fails on a stream that does not exist.
 func TestMetrics(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	reader := sdkmetric.NewManualReader()
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = provider.Shutdown(context.Background()) }()
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		reader := sdkmetric.NewManualReader()
+		provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer func() { _ = provider.Shutdown(context.Background()) }()
 
-	w := newGrpWorld(t, 4)
-	w.meter = provider
-	stream := w.e.stream
-	var throttle, expire atomic.Int32
-	throttle.Store(2)
-	expire.Store(1)
-	w.e.log.SetFault(func(_ context.Context, c memlog.Call) error {
-		if c.Op != "GetRecords" {
-			return nil
-		}
-		if c.ShardID == "shardId-000000000000" && throttle.Add(-1) >= 0 {
-			return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
-		}
-		if c.ShardID == "shardId-000000000001" && expire.Add(-1) >= 0 {
-			return &types.ExpiredIteratorException{Message: aws.String("Iterator expired")}
-		}
-		return nil
-	})
-	defer w.e.log.SetFault(nil)
-
-	w.publishing = true
-	w1 := w.start("w1")
-	w.steps(grpSyncInterval / 2)
-	w2 := w.start("w2")
-	w.runUntil("spread over w1 and w2", 4*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
-
-	// Nack what w1 holds of one of its shards: each is delivered again.
-	victims := w.owned("w1")
-	held := victims[0]
-	w1.setHold(func(shard string) bool { return shard == held })
-	w.steps(3 * grpStep)
-	w1.setHold(nil)
-	nacked := w1.heldMsgs()
-	if len(nacked) == 0 {
-		t.Fatalf("w1 held no message of %s", held)
-	}
-	for _, d := range nacked {
-		d.msg.Nack()
-	}
-	w.steps(grpCheckpointEvery)
-
-	// The store refuses w1 for a moment (its checkpoints fail), then cuts it off until w2
-	// has taken its shards (w1 loses them).
-	w1.store.setMode(grpFail)
-	w.steps(grpCheckpointEvery + grpStep)
-	w1.store.setMode(grpHang)
-	w.runUntil("w2 takes w1's shards", 2*grpLeaseDuration, func() bool { return len(w.owned("w2")) == 4 })
-	w1.store.setMode(grpPass)
-	w.runUntil("w1 stops reading them", 2*grpSyncInterval, func() bool {
-		return collect(t, reader).total("kinesis.lease.lost") >= float64(len(victims))
-	})
-
-	// The publisher: one write through rejected entries, one to a stream that is not there.
-	pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{Client: w.e.log, MeterProvider: provider}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reject atomic.Int32
-	reject.Store(2)
-	w.e.log.SetPutRecordsEntryFault(func(string, int, types.PutRecordsRequestEntry) (string, string) {
-		if reject.Add(-1) >= 0 {
-			return "ProvisionedThroughputExceededException", ""
-		}
-		return "", ""
-	})
-	defer w.e.log.SetPutRecordsEntryFault(nil)
-	batch := make([]*message.Message, 5)
-	for i := range batch {
-		batch[i] = message.NewMessage(watermill.NewUUID(), []byte("metrics"))
-	}
-	if err := pub.Publish(stream, batch...); err != nil {
-		t.Fatalf("Publish through rejected entries: %v", err)
-	}
-	if err := pub.Publish("no-such-stream", message.NewMessage(watermill.NewUUID(), nil)); !errors.Is(err, kinesis.ErrStreamNotFound) {
-		t.Fatalf("Publish to a missing stream: %v, want ErrStreamNotFound", err)
-	}
-	_ = pub.Close()
-
-	// Millis behind is observed for the shards read now: all four, by w2.
-	if behind := collect(t, reader)["kinesis.consumer.millis_behind_latest"]; len(behind) != 4 {
-		t.Errorf("millis behind latest while w2 reads 4 shards: %d points %v, want 4", len(behind), behind)
-	}
-
-	w.publishing = false
-	w.close(w1)
-	w.close(w2)
-
-	got := collect(t, reader)
-	if behind := got["kinesis.consumer.millis_behind_latest"]; len(behind) != 0 {
-		t.Errorf("millis behind latest after Close: %v, want no shard reported", behind)
-	}
-	var names []string
-	for n := range got {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	t.Logf("instruments: %s", strings.Join(names, ", "))
-	for _, n := range names {
-		for _, p := range got[n] {
-			var kv []string
-			for _, a := range p.attrs.ToSlice() {
-				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		w := newGrpWorld(t, 4)
+		w.meter = provider
+		stream := w.e.stream
+		var throttle, expire atomic.Int32
+		throttle.Store(2)
+		expire.Store(1)
+		w.e.log.SetFault(func(_ context.Context, c memlog.Call) error {
+			if c.Op != "GetRecords" {
+				return nil
 			}
-			t.Logf("%s{%s} %v", n, strings.Join(kv, ","), p.value)
+			if c.ShardID == "shardId-000000000000" && throttle.Add(-1) >= 0 {
+				return &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+			}
+			if c.ShardID == "shardId-000000000001" && expire.Add(-1) >= 0 {
+				return &types.ExpiredIteratorException{Message: aws.String("Iterator expired")}
+			}
+			return nil
+		})
+		defer w.e.log.SetFault(nil)
+
+		w.publishing = true
+		w1 := w.start("w1")
+		w.steps(grpSyncInterval / 2)
+		w2 := w.start("w2")
+		w.runUntil("spread over w1 and w2", 4*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+
+		// Nack what w1 holds of one of its shards: each is delivered again.
+		victims := w.owned("w1")
+		held := victims[0]
+		w1.setHold(func(shard string) bool { return shard == held })
+		w.steps(3 * grpStep)
+		w1.setHold(nil)
+		nacked := w1.heldMsgs()
+		if len(nacked) == 0 {
+			t.Fatalf("w1 held no message of %s", held)
 		}
-	}
-	dest := attribute.String("messaging.destination.name", stream)
-	system := attribute.String("messaging.system", "aws_kinesis")
-	group := attribute.String("messaging.consumer.group.name", subGroup)
-	shard0 := attribute.String("messaging.destination.partition.id", "shardId-000000000000")
-	shard1 := attribute.String("messaging.destination.partition.id", "shardId-000000000001")
-	checks := []struct {
-		name string
-		want func(v float64) bool
-		what string
-		kv   []attribute.KeyValue
-	}{
-		{"messaging.client.consumed.messages", func(v float64) bool { return v >= float64(len(w.delivered())) }, ">= the messages delivered", []attribute.KeyValue{dest, system, group}},
-		{"kinesis.consumer.delivered.bytes", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest}},
-		{"kinesis.consumer.acks", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},
-		{"kinesis.consumer.nacks", func(v float64) bool { return v == float64(len(nacked)) }, "the messages nacked", []attribute.KeyValue{dest}},
-		{"kinesis.consumer.redeliveries", func(v float64) bool { return v >= float64(len(nacked)) }, ">= the messages nacked", []attribute.KeyValue{dest}},
-		{"kinesis.consumer.read.throttles", func(v float64) bool { return v == 2 }, "2 (the throttled reads)", []attribute.KeyValue{dest, shard0}},
-		{"kinesis.consumer.iterator.renewals", func(v float64) bool { return v == 1 }, "1 (the expired iterator)", []attribute.KeyValue{dest, shard1}},
-		{"kinesis.checkpoint.writes", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},
-		{"kinesis.checkpoint.failures", func(v float64) bool { return v > 0 }, "> 0 (the store refused w1)", []attribute.KeyValue{dest, group}},
-		{"kinesis.lease.held", func(v float64) bool { return v == 0 }, "0 once both closed", []attribute.KeyValue{dest, group}},
-		{"kinesis.lease.acquired", func(v float64) bool { return v >= 4 }, ">= 4 free takes", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "free")}},
-		{"kinesis.lease.acquired", func(v float64) bool { return v >= 1 }, ">= 1 by handoff", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "handed_over")}},
-		{"kinesis.lease.acquired", func(v float64) bool { return v == float64(len(victims)) }, "w1's shards, expired", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "expired")}},
-		{"kinesis.lease.handed_over", func(v float64) bool { return v >= 1 }, ">= 1", []attribute.KeyValue{dest}},
-		{"kinesis.lease.released", func(v float64) bool { return v == 4 }, "4 (w2's, at Close)", []attribute.KeyValue{dest}},
-		{"kinesis.lease.lost", func(v float64) bool { return v == float64(len(victims)) }, "w1's shards", []attribute.KeyValue{dest}},
-		{"messaging.client.sent.messages", func(v float64) bool { return v == 5 }, "5", []attribute.KeyValue{dest, system, attribute.String("messaging.operation.name", "send")}},
-		{"kinesis.producer.batches", func(v float64) bool { return v >= 2 }, ">= 2 (a retry)", []attribute.KeyValue{dest}},
-		{"kinesis.producer.retries", func(v float64) bool { return v == 2 }, "2 (the rejected entries)", []attribute.KeyValue{dest}},
-		{"kinesis.producer.failures", func(v float64) bool { return v == 1 }, "1 (the missing stream)", []attribute.KeyValue{attribute.String("messaging.destination.name", "no-such-stream"), attribute.String("error.type", "stream_not_found")}},
-		{"messaging.client.operation.duration", func(v float64) bool { return v == 1 }, "1 Publish", []attribute.KeyValue{dest}},
-	}
-	for _, c := range checks {
-		if len(got[c.name]) == 0 {
-			t.Errorf("%s: no data", c.name)
-			continue
+		for _, d := range nacked {
+			d.msg.Nack()
 		}
-		if v := got.total(c.name, c.kv...); !c.want(v) {
-			t.Errorf("%s %v: %v, want %s", c.name, c.kv, v, c.what)
+		w.steps(grpCheckpointEvery)
+
+		// The store refuses w1 for a moment (its checkpoints fail), then cuts it off until w2
+		// has taken its shards (w1 loses them).
+		w1.store.setMode(grpFail)
+		w.steps(grpCheckpointEvery + grpStep)
+		w1.store.setMode(grpHang)
+		w.runUntil("w2 takes w1's shards", 2*grpLeaseDuration, func() bool { return len(w.owned("w2")) == 4 })
+		w1.store.setMode(grpPass)
+		w.runUntil("w1 stops reading them", 2*grpSyncInterval, func() bool {
+			return collect(t, reader).total("kinesis.lease.lost") >= float64(len(victims))
+		})
+
+		// The publisher: one write through rejected entries, one to a stream that is not there.
+		// Its retries do not wait: a backoff would let the bubble's time move during Publish,
+		// and the readers would deliver these messages, which the world did not publish.
+		pub, err := kinesis.NewPublisher(kinesis.PublisherConfig{
+			Client: w.e.log, MeterProvider: provider,
+			RetryBackoff: time.Nanosecond, MaxRetryBackoff: time.Nanosecond,
+		}, watermill.NopLogger{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	_ = w.pub.Close()
-	_ = w.e.pub.Close()
-	goleak.VerifyNone(t, ignore)
+		var reject atomic.Int32
+		reject.Store(2)
+		w.e.log.SetPutRecordsEntryFault(func(string, int, types.PutRecordsRequestEntry) (string, string) {
+			if reject.Add(-1) >= 0 {
+				return "ProvisionedThroughputExceededException", ""
+			}
+			return "", ""
+		})
+		defer w.e.log.SetPutRecordsEntryFault(nil)
+		batch := make([]*message.Message, 5)
+		for i := range batch {
+			batch[i] = message.NewMessage(watermill.NewUUID(), []byte("metrics"))
+		}
+		if err := pub.Publish(stream, batch...); err != nil {
+			t.Fatalf("Publish through rejected entries: %v", err)
+		}
+		if err := pub.Publish("no-such-stream", message.NewMessage(watermill.NewUUID(), nil)); !errors.Is(err, kinesis.ErrStreamNotFound) {
+			t.Fatalf("Publish to a missing stream: %v, want ErrStreamNotFound", err)
+		}
+		_ = pub.Close()
+
+		// Millis behind is observed for the shards read now: all four, by w2.
+		if behind := collect(t, reader)["kinesis.consumer.millis_behind_latest"]; len(behind) != 4 {
+			t.Errorf("millis behind latest while w2 reads 4 shards: %d points %v, want 4", len(behind), behind)
+		}
+
+		w.publishing = false
+		w.close(w1)
+		w.close(w2)
+
+		got := collect(t, reader)
+		if behind := got["kinesis.consumer.millis_behind_latest"]; len(behind) != 0 {
+			t.Errorf("millis behind latest after Close: %v, want no shard reported", behind)
+		}
+		var names []string
+		for n := range got {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t.Logf("instruments: %s", strings.Join(names, ", "))
+		for _, n := range names {
+			for _, p := range got[n] {
+				var kv []string
+				for _, a := range p.attrs.ToSlice() {
+					kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+				}
+				t.Logf("%s{%s} %v", n, strings.Join(kv, ","), p.value)
+			}
+		}
+		dest := attribute.String("messaging.destination.name", stream)
+		system := attribute.String("messaging.system", "aws_kinesis")
+		group := attribute.String("messaging.consumer.group.name", subGroup)
+		shard0 := attribute.String("messaging.destination.partition.id", "shardId-000000000000")
+		shard1 := attribute.String("messaging.destination.partition.id", "shardId-000000000001")
+		checks := []struct {
+			name string
+			want func(v float64) bool
+			what string
+			kv   []attribute.KeyValue
+		}{
+			{"messaging.client.consumed.messages", func(v float64) bool { return v >= float64(len(w.delivered())) }, ">= the messages delivered", []attribute.KeyValue{dest, system, group}},
+			{"kinesis.consumer.delivered.bytes", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest}},
+			{"kinesis.consumer.acks", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},
+			{"kinesis.consumer.nacks", func(v float64) bool { return v == float64(len(nacked)) }, "the messages nacked", []attribute.KeyValue{dest}},
+			{"kinesis.consumer.redeliveries", func(v float64) bool { return v >= float64(len(nacked)) }, ">= the messages nacked", []attribute.KeyValue{dest}},
+			{"kinesis.consumer.read.throttles", func(v float64) bool { return v == 2 }, "2 (the throttled reads)", []attribute.KeyValue{dest, shard0}},
+			{"kinesis.consumer.iterator.renewals", func(v float64) bool { return v == 1 }, "1 (the expired iterator)", []attribute.KeyValue{dest, shard1}},
+			{"kinesis.checkpoint.writes", func(v float64) bool { return v > 0 }, "> 0", []attribute.KeyValue{dest, group}},
+			{"kinesis.checkpoint.failures", func(v float64) bool { return v > 0 }, "> 0 (the store refused w1)", []attribute.KeyValue{dest, group}},
+			{"kinesis.lease.held", func(v float64) bool { return v == 0 }, "0 once both closed", []attribute.KeyValue{dest, group}},
+			{"kinesis.lease.acquired", func(v float64) bool { return v >= 4 }, ">= 4 free takes", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "free")}},
+			{"kinesis.lease.acquired", func(v float64) bool { return v >= 1 }, ">= 1 by handoff", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "handed_over")}},
+			{"kinesis.lease.acquired", func(v float64) bool { return v == float64(len(victims)) }, "w1's shards, expired", []attribute.KeyValue{dest, attribute.String("kinesis.lease.reason", "expired")}},
+			{"kinesis.lease.handed_over", func(v float64) bool { return v >= 1 }, ">= 1", []attribute.KeyValue{dest}},
+			{"kinesis.lease.released", func(v float64) bool { return v == 4 }, "4 (w2's, at Close)", []attribute.KeyValue{dest}},
+			{"kinesis.lease.lost", func(v float64) bool { return v == float64(len(victims)) }, "w1's shards", []attribute.KeyValue{dest}},
+			{"messaging.client.sent.messages", func(v float64) bool { return v == 5 }, "5", []attribute.KeyValue{dest, system, attribute.String("messaging.operation.name", "send")}},
+			{"kinesis.producer.batches", func(v float64) bool { return v >= 2 }, ">= 2 (a retry)", []attribute.KeyValue{dest}},
+			{"kinesis.producer.retries", func(v float64) bool { return v == 2 }, "2 (the rejected entries)", []attribute.KeyValue{dest}},
+			{"kinesis.producer.failures", func(v float64) bool { return v == 1 }, "1 (the missing stream)", []attribute.KeyValue{attribute.String("messaging.destination.name", "no-such-stream"), attribute.String("error.type", "stream_not_found")}},
+			{"messaging.client.operation.duration", func(v float64) bool { return v == 1 }, "1 Publish", []attribute.KeyValue{dest}},
+		}
+		for _, c := range checks {
+			if len(got[c.name]) == 0 {
+				t.Errorf("%s: no data", c.name)
+				continue
+			}
+			if v := got.total(c.name, c.kv...); !c.want(v) {
+				t.Errorf("%s %v: %v, want %s", c.name, c.kv, v, c.what)
+			}
+		}
+		_ = w.pub.Close()
+		_ = w.e.pub.Close()
+		goleak.VerifyNone(t, ignore)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -161,102 +162,108 @@ func TestOrderByKey_RouterKeepsPerKeyOrder(t *testing.T) {
 // go on, and the checkpoint stays below the slow message until it is acked.
 func TestOrderByKey_SlowKeyHoldsOnlyItself(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 1, nil)
-	// slow/1, then fast/1..5 and slow/2 interleaved.
-	order := []string{"slow", "fast", "fast", "slow", "fast", "fast", "fast"}
-	count := map[string]int{}
-	var msgs []*message.Message
-	for _, k := range order {
-		count[k]++
-		msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, count[k]), k))
-	}
-	e.publishByKey(msgs...)
-	cfg := e.config(subGroup)
-	cfg.Ordering = kinesis.OrderByKey
-	cfg.MaxInFlight = 4
-	s := e.subscriber(cfg)
-	ch := e.subscribe(s, context.Background())
-
-	slow1 := subRecv(t, ch)
-	if slow1.UUID != "slow-1" {
-		t.Fatalf("first message %s, want slow-1", slow1.UUID)
-	}
-	// Every fast message goes out and is acked while slow-1 is out; slow-2 waits behind it.
-	for i := 1; i <= 5; i++ {
-		m := subRecv(t, ch)
-		if want := fmt.Sprintf("fast-%d", i); m.UUID != want {
-			t.Fatalf("got %s while slow-1 is unacked, want %s", m.UUID, want)
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		// slow/1, then fast/1..5 and slow/2 interleaved.
+		order := []string{"slow", "fast", "fast", "slow", "fast", "fast", "fast"}
+		count := map[string]int{}
+		var msgs []*message.Message
+		for _, k := range order {
+			count[k]++
+			msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, count[k]), k))
 		}
-		m.Ack()
-	}
-	subNone(t, ch, subQuiet) // slow-2 is held back by slow-1
-	if l := e.lease(subGroup, subShard(0)); l.Checkpoint != "" {
-		t.Errorf("checkpoint %q with slow-1 unacked; the watermark must stay below it", l.Checkpoint)
-	}
-	slow1.Ack()
-	slow2 := subRecv(t, ch)
-	if slow2.UUID != "slow-2" {
-		t.Fatalf("after slow-1's Ack got %s, want slow-2", slow2.UUID)
-	}
-	slow2.Ack()
-	last := e.lastSeq(subShard(0))
-	e.waitLease(subGroup, subShard(0), "checkpoint at the last record", func(l lease.Lease) bool { return l.Checkpoint == last })
+		e.publishByKey(msgs...)
+		cfg := e.config(subGroup)
+		cfg.Ordering = kinesis.OrderByKey
+		cfg.MaxInFlight = 4
+		s := e.subscriber(cfg)
+		ch := e.subscribe(s, context.Background())
+
+		slow1 := subRecv(t, ch)
+		if slow1.UUID != "slow-1" {
+			t.Fatalf("first message %s, want slow-1", slow1.UUID)
+		}
+		// Every fast message goes out and is acked while slow-1 is out; slow-2 waits behind it.
+		for i := 1; i <= 5; i++ {
+			m := subRecv(t, ch)
+			if want := fmt.Sprintf("fast-%d", i); m.UUID != want {
+				t.Fatalf("got %s while slow-1 is unacked, want %s", m.UUID, want)
+			}
+			m.Ack()
+		}
+		subNone(t, ch, subQuiet) // slow-2 is held back by slow-1
+		if l := e.lease(subGroup, subShard(0)); l.Checkpoint != "" {
+			t.Errorf("checkpoint %q with slow-1 unacked; the watermark must stay below it", l.Checkpoint)
+		}
+		slow1.Ack()
+		slow2 := subRecv(t, ch)
+		if slow2.UUID != "slow-2" {
+			t.Fatalf("after slow-1's Ack got %s, want slow-2", slow2.UUID)
+		}
+		slow2.Ack()
+		last := e.lastSeq(subShard(0))
+		e.waitLease(subGroup, subShard(0), "checkpoint at the last record", func(l lease.Lease) bool { return l.Checkpoint == last })
+	})
 }
 
 // A Nack with OrderByKey redelivers the message before any later message of its key, while
 // other keys go on.
 func TestOrderByKey_NackRedeliversBeforeTheKeysNext(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 1, nil)
-	var msgs []*message.Message
-	for i, k := range []string{"a", "a", "b"} {
-		msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, i), k))
-	}
-	e.publishByKey(msgs...)
-	cfg := e.config("")
-	cfg.Ordering = kinesis.OrderByKey
-	cfg.MaxInFlight = 4
-	cfg.NackResendSleep = 50 * time.Millisecond
-	s := e.subscriber(cfg)
-	ch := e.subscribe(s, context.Background())
-	a0 := subRecv(t, ch)
-	b2 := subRecv(t, ch) // a-1 waits behind a-0
-	if a0.UUID != "a-0" || b2.UUID != "b-2" {
-		t.Fatalf("got %s, %s; want a-0 and b-2 (a-1 held back)", a0.UUID, b2.UUID)
-	}
-	a0.Nack()
-	b2.Ack()
-	again := subRecv(t, ch)
-	if again.UUID != "a-0" {
-		t.Fatalf("after a-0's Nack got %s, want a-0 again before a-1", again.UUID)
-	}
-	subNone(t, ch, subQuiet) // a-1 still waits for a-0's Ack
-	again.Ack()
-	if m := subRecv(t, ch); m.UUID != "a-1" {
-		t.Fatalf("got %s, want a-1", m.UUID)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		var msgs []*message.Message
+		for i, k := range []string{"a", "a", "b"} {
+			msgs = append(msgs, keyed(fmt.Sprintf("%s-%d", k, i), k))
+		}
+		e.publishByKey(msgs...)
+		cfg := e.config("")
+		cfg.Ordering = kinesis.OrderByKey
+		cfg.MaxInFlight = 4
+		cfg.NackResendSleep = 50 * time.Millisecond
+		s := e.subscriber(cfg)
+		ch := e.subscribe(s, context.Background())
+		a0 := subRecv(t, ch)
+		b2 := subRecv(t, ch) // a-1 waits behind a-0
+		if a0.UUID != "a-0" || b2.UUID != "b-2" {
+			t.Fatalf("got %s, %s; want a-0 and b-2 (a-1 held back)", a0.UUID, b2.UUID)
+		}
+		a0.Nack()
+		b2.Ack()
+		again := subRecv(t, ch)
+		if again.UUID != "a-0" {
+			t.Fatalf("after a-0's Nack got %s, want a-0 again before a-1", again.UUID)
+		}
+		subNone(t, ch, subQuiet) // a-1 still waits for a-0's Ack
+		again.Ack()
+		if m := subRecv(t, ch); m.UUID != "a-1" {
+			t.Fatalf("got %s, want a-1", m.UUID)
+		}
+	})
 }
 
 // Unordered lets MaxInFlight messages out whatever their keys.
 func TestUnordered_MaxInFlightAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 1, nil)
-	var msgs []*message.Message
-	for i := range 6 {
-		msgs = append(msgs, message.NewMessage(fmt.Sprintf("m-%d", i), []byte("x")))
-	}
-	e.publish(msgs...) // one key for all
-	cfg := e.config("")
-	cfg.Ordering = kinesis.Unordered
-	cfg.MaxInFlight = 4
-	s := e.subscriber(cfg)
-	ch := e.subscribe(s, context.Background())
-	out := subRecvN(t, ch, 4)
-	subNone(t, ch, subQuiet)
-	out[3].Ack() // the newest: room for one more, though the oldest is unacked
-	if m := subRecv(t, ch); m.UUID != "m-4" {
-		t.Fatalf("got %s, want m-4", m.UUID)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		var msgs []*message.Message
+		for i := range 6 {
+			msgs = append(msgs, message.NewMessage(fmt.Sprintf("m-%d", i), []byte("x")))
+		}
+		e.publish(msgs...) // one key for all
+		cfg := e.config("")
+		cfg.Ordering = kinesis.Unordered
+		cfg.MaxInFlight = 4
+		s := e.subscriber(cfg)
+		ch := e.subscribe(s, context.Background())
+		out := subRecvN(t, ch, 4)
+		subNone(t, ch, subQuiet)
+		out[3].Ack() // the newest: room for one more, though the oldest is unacked
+		if m := subRecv(t, ch); m.UUID != "m-4" {
+			t.Fatalf("got %s, want m-4", m.UUID)
+		}
+	})
 }
 
 // lastSeq is the sequence number of the shard's newest record.

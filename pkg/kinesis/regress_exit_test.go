@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -160,36 +161,38 @@ func rgOrderKept(w *grpWorld, mayRepeat map[string]bool) {
 // the new reader from the table, so every later sync takes X again and starts yet another
 // reader while the untracked ones keep delivering.
 func TestRegress_LateExitKeepsSuccessor(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newFltWorld(t, 2)
-	x := subShard(0)
-	w1, gate := rgStartGated(w, x)
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w := newFltWorld(t, 2)
+		x := subShard(0)
+		w1, gate := rgStartGated(w, x)
 
-	gen0 := w.lease(x).Generation
-	acquired0 := len(w1.eventsOf("acquired", x))
-	from := w.now()
-	rgRefuseReadDuringListing(w, gate, x)
-	w.steps(3 * time.Second)
-	gen := w.lease(x).Generation
-	takes := rgTakes(w1, x, from)
-	acquired := len(w1.eventsOf("acquired", x)) - acquired0
-	w.drain(10 * time.Second)
-	w.closeAll(w1)
+		gen0 := w.lease(x).Generation
+		acquired0 := len(w1.eventsOf("acquired", x))
+		from := w.now()
+		rgRefuseReadDuringListing(w, gate, x)
+		w.steps(3 * time.Second)
+		gen := w.lease(x).Generation
+		takes := rgTakes(w1, x, from)
+		acquired := len(w1.eventsOf("acquired", x)) - acquired0
+		w.drain(10 * time.Second)
+		w.closeAll(w1)
 
-	s := w.stats(time.Time{}, time.Time{})
-	t.Logf("after one AccessDeniedException on %s: generation %d -> %d in 3s, takes=%d OnAcquired=%d; %s",
-		x, gen0, gen, len(takes), acquired, s)
-	// One restart: the old reader's release and one take (each bumps the generation once),
-	// then nothing moves.
-	if len(takes) != 1 || gen != takes[0].out.Generation || gen-gen0 > 2 {
-		t.Errorf("lease generation %d -> %d with %d takes after one failed read; want one restart (the release and one take, nothing after)", gen0, gen, len(takes))
-	}
-	if acquired != 1 {
-		t.Errorf("OnAcquired(%s) called %d times after the restart, want once", x, acquired)
-	}
-	w.checkAll(s, false)
-	rgOrderKept(w.grpWorld, w.mayRepeat(from))
-	w.finish(ignore)
+		s := w.stats(time.Time{}, time.Time{})
+		t.Logf("after one AccessDeniedException on %s: generation %d -> %d in 3s, takes=%d OnAcquired=%d; %s",
+			x, gen0, gen, len(takes), acquired, s)
+		// One restart: the old reader's release and one take (each bumps the generation once),
+		// then nothing moves.
+		if len(takes) != 1 || gen != takes[0].out.Generation || gen-gen0 > 2 {
+			t.Errorf("lease generation %d -> %d with %d takes after one failed read; want one restart (the release and one take, nothing after)", gen0, gen, len(takes))
+		}
+		if acquired != 1 {
+			t.Errorf("OnAcquired(%s) called %d times after the restart, want once", x, acquired)
+		}
+		w.checkAll(s, false)
+		rgOrderKept(w.grpWorld, w.mayRepeat(from))
+		w.finish(ignore)
+	})
 }
 
 // rgOwnerWritesDown is an instance's lease store whose owner-side writes of one shard (Renew,
@@ -225,64 +228,66 @@ func (s *rgOwnerWritesDown) Checkpoint(ctx context.Context, held lease.Lease, cp
 // leaves no goroutine. Today the old reader's exit removes the new one from the table, and
 // every later sync starts another reader beside the untracked ones.
 func TestRegress_ReconnectedInstanceKeepsOneReader(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newFltWorld(t, 1)
-	x := subShard(0)
-	var writes *rgOwnerWritesDown
-	w.publishing = true
-	w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
-		writes = &rgOwnerWritesDown{Store: c.Group.LeaseStore, shard: x}
-		c.Group.LeaseStore = writes
-	})
-	w.runUntil("w1 reads the shard", 2*grpSyncInterval, func() bool { return w.spread("w1") })
-	w2 := w.start("w2", nil)
-	w.steps(2 * time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w := newFltWorld(t, 1)
+		x := subShard(0)
+		var writes *rgOwnerWritesDown
+		w.publishing = true
+		w1 := w.start("w1", func(c *kinesis.SubscriberConfig) {
+			writes = &rgOwnerWritesDown{Store: c.Group.LeaseStore, shard: x}
+			c.Group.LeaseStore = writes
+		})
+		w.runUntil("w1 reads the shard", 2*grpSyncInterval, func() bool { return w.spread("w1") })
+		w2 := w.start("w2", nil)
+		w.steps(2 * time.Second)
 
-	// w1 is cut off from the store; w2 takes the shard once the lease expired.
-	cutAt := w.now()
-	w1.store.setMode(grpFail)
-	w.runUntil("w2 takes the shard", 2*grpLeaseDuration, func() bool {
-		l := w.lease(x)
-		return l.Owner == "w2" && w.spread("w2")
-	})
-	w.steps(3 * time.Second)
-	w.close(w2)
-	if l := w.lease(x); l.Owner != "" {
-		t.Fatalf("after w2's Close the lease is %+v, want released", l)
-	}
-
-	// w1 reconnects: its coordinator first, its reader's renewals a lease sync later.
-	from := w.now()
-	writes.down.Store(true)
-	w1.store.setMode(grpPass)
-	w.runUntil("w1's coordinator takes the shard again", 2*grpSyncInterval, func() bool {
-		return len(rgTakes(w1, x, from)) > 0
-	})
-	w.step()
-	writes.down.Store(false)
-	w.steps(10 * time.Second)
-	takes := rgTakes(w1, x, from)
-	gens := w.lease(x).Generation
-	w.drain(10 * time.Second)
-	w.closeAll(w1)
-
-	s := w.stats(time.Time{}, time.Time{})
-	t.Logf("after the reconnect: %d takes of %s by w1 in 10s (generation now %d); %s", len(takes), x, gens, s)
-	if len(takes) != 1 {
-		t.Errorf("w1 took %s %d times after it reconnected, want once (one new reader)", x, len(takes))
-	}
-	w.checkAll(s, false)
-	// Two changes of reader (w1 to w2, w2 to w1 after w2's checkpoint at Close): a record
-	// comes at most twice.
-	thrice := 0
-	for _, c := range w.duplicates() {
-		if c > 2 {
-			thrice++
+		// w1 is cut off from the store; w2 takes the shard once the lease expired.
+		cutAt := w.now()
+		w1.store.setMode(grpFail)
+		w.runUntil("w2 takes the shard", 2*grpLeaseDuration, func() bool {
+			l := w.lease(x)
+			return l.Owner == "w2" && w.spread("w2")
+		})
+		w.steps(3 * time.Second)
+		w.close(w2)
+		if l := w.lease(x); l.Owner != "" {
+			t.Fatalf("after w2's Close the lease is %+v, want released", l)
 		}
-	}
-	if thrice > 0 {
-		t.Errorf("%d records delivered three times or more", thrice)
-	}
-	rgOrderKept(w.grpWorld, w.mayRepeat(cutAt))
-	w.finish(ignore)
+
+		// w1 reconnects: its coordinator first, its reader's renewals a lease sync later.
+		from := w.now()
+		writes.down.Store(true)
+		w1.store.setMode(grpPass)
+		w.runUntil("w1's coordinator takes the shard again", 2*grpSyncInterval, func() bool {
+			return len(rgTakes(w1, x, from)) > 0
+		})
+		w.step()
+		writes.down.Store(false)
+		w.steps(10 * time.Second)
+		takes := rgTakes(w1, x, from)
+		gens := w.lease(x).Generation
+		w.drain(10 * time.Second)
+		w.closeAll(w1)
+
+		s := w.stats(time.Time{}, time.Time{})
+		t.Logf("after the reconnect: %d takes of %s by w1 in 10s (generation now %d); %s", len(takes), x, gens, s)
+		if len(takes) != 1 {
+			t.Errorf("w1 took %s %d times after it reconnected, want once (one new reader)", x, len(takes))
+		}
+		w.checkAll(s, false)
+		// Two changes of reader (w1 to w2, w2 to w1 after w2's checkpoint at Close): a record
+		// comes at most twice.
+		thrice := 0
+		for _, c := range w.duplicates() {
+			if c > 2 {
+				thrice++
+			}
+		}
+		if thrice > 0 {
+			t.Errorf("%d records delivered three times or more", thrice)
+		}
+		rgOrderKept(w.grpWorld, w.mayRepeat(cutAt))
+		w.finish(ignore)
+	})
 }

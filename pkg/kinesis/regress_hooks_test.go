@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -66,28 +67,30 @@ func rgHookSetup(t *testing.T) (w *fltWorld, w1, w2 *grpWorker, h *rgBlockingHoo
 // the hook returns, the shard is read. Today the hook runs on the coordinator after the
 // reader started delivering.
 func TestRegress_AcquiredHookBeforeFirstMessage(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w, w1, w2, h := rgHookSetup(t)
-	x := h.shard
-	w.steps(time.Second)
-	before := len(w.deliveriesOf(func(d grpDelivery) bool { return d.worker == "w2" && d.shard == x }))
-	from := w.now()
-	h.open()
-	w.runUntil("the hook returns and w2 delivers "+x, 2*time.Second, func() bool {
-		return h.returned.Load() && len(w.deliveriesOf(func(d grpDelivery) bool {
-			return d.worker == "w2" && d.shard == x && !d.at.Before(from)
-		})) > 0
-	})
-	w.drain(10 * time.Second)
-	w.closeAll(w2, w1)
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w, w1, w2, h := rgHookSetup(t)
+		x := h.shard
+		w.steps(time.Second)
+		before := len(w.deliveriesOf(func(d grpDelivery) bool { return d.worker == "w2" && d.shard == x }))
+		from := w.now()
+		h.open()
+		w.runUntil("the hook returns and w2 delivers "+x, 2*time.Second, func() bool {
+			return h.returned.Load() && len(w.deliveriesOf(func(d grpDelivery) bool {
+				return d.worker == "w2" && d.shard == x && !d.at.Before(from)
+			})) > 0
+		})
+		w.drain(10 * time.Second)
+		w.closeAll(w2, w1)
 
-	t.Logf("messages of %s w2 delivered while its OnAcquired(%s) had not returned (1s of fake time): %d", x, x, before)
-	if before != 0 {
-		t.Errorf("w2 delivered %d messages of %s before OnAcquired(%s) returned, want 0", before, x, x)
-	}
-	w.checkAll(w.stats(time.Time{}, time.Time{}), false)
-	rgOrderKept(w.grpWorld, w.mayRepeat(time.Time{}))
-	w.finish(ignore)
+		t.Logf("messages of %s w2 delivered while its OnAcquired(%s) had not returned (1s of fake time): %d", x, x, before)
+		if before != 0 {
+			t.Errorf("w2 delivered %d messages of %s before OnAcquired(%s) returned, want 0", before, x, x)
+		}
+		w.checkAll(w.stats(time.Time{}, time.Time{}), false)
+		rgOrderKept(w.grpWorld, w.mayRepeat(time.Time{}))
+		w.finish(ignore)
+	})
 }
 
 // Item 5: a slow OnAcquired holds up only its own shard. While w2's hook for X blocks,
@@ -95,38 +98,40 @@ func TestRegress_AcquiredHookBeforeFirstMessage(t *testing.T) {
 // LeaseDuration + 2 lease syncs of the crash. Today the hook blocks w2's coordinator, so no
 // lease sync runs and the failover never happens while the hook blocks.
 func TestRegress_BlockedAcquiredHookDoesNotStopFailover(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w, w1, w2, h := rgHookSetup(t)
-	y := subShard(0)
-	crashAt := w.now()
-	w1.dead.Store(true)
-	w1.client.dead.Store(true)
-	w1.store.setMode(grpFail)
-	limit := grpLeaseDuration + 2*grpSyncInterval
-	var took time.Duration
-	for {
-		delivered := len(w.deliveriesOf(func(d grpDelivery) bool { return d.worker == "w2" && d.shard == y && d.at.After(crashAt) }))
-		if w.lease(y).Owner == "w2" && delivered > 0 {
-			took = w.since(crashAt)
-			break
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w, w1, w2, h := rgHookSetup(t)
+		y := subShard(0)
+		crashAt := w.now()
+		w1.dead.Store(true)
+		w1.client.dead.Store(true)
+		w1.store.setMode(grpFail)
+		limit := grpLeaseDuration + 2*grpSyncInterval
+		var took time.Duration
+		for {
+			delivered := len(w.deliveriesOf(func(d grpDelivery) bool { return d.worker == "w2" && d.shard == y && d.at.After(crashAt) }))
+			if w.lease(y).Owner == "w2" && delivered > 0 {
+				took = w.since(crashAt)
+				break
+			}
+			if w.since(crashAt) >= limit {
+				break
+			}
+			w.step()
 		}
-		if w.since(crashAt) >= limit {
-			break
+		stillBlocked := !h.returned.Load()
+		h.open()
+		t.Logf("w1 crashed with w2's OnAcquired(%s) blocked; w2 took over and delivered %s after %s (0: not within %s); lease %s",
+			h.shard, y, took, limit, w.leaseSummary())
+		if took == 0 {
+			t.Errorf("w2 did not take over %s within %s of w1's crash while its OnAcquired(%s) blocked", y, limit, h.shard)
 		}
-		w.step()
-	}
-	stillBlocked := !h.returned.Load()
-	h.open()
-	t.Logf("w1 crashed with w2's OnAcquired(%s) blocked; w2 took over and delivered %s after %s (0: not within %s); lease %s",
-		h.shard, y, took, limit, w.leaseSummary())
-	if took == 0 {
-		t.Errorf("w2 did not take over %s within %s of w1's crash while its OnAcquired(%s) blocked", y, limit, h.shard)
-	}
-	if !stillBlocked {
-		t.Errorf("the hook returned before the failover: the test did not test a blocked hook")
-	}
-	w.publishing = false
-	w.steps(2 * time.Second)
-	w.closeAll(w2, w1)
-	w.finish(ignore)
+		if !stillBlocked {
+			t.Errorf("the hook returned before the failover: the test did not test a blocked hook")
+		}
+		w.publishing = false
+		w.steps(2 * time.Second)
+		w.closeAll(w2, w1)
+		w.finish(ignore)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -46,41 +47,43 @@ func rgTimeoutErrors() []error {
 // record exactly once and in order, and logs no "Shard reader stopped" ERROR. Today the
 // timeout is classified as fatal and the reader stops.
 func TestRegress_HTTPTimeoutOnReadIsRetried(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	w := newFltWorld(t, 2)
-	wks := w.warm("w1")
-	x := subShard(0)
-	from := w.now()
-	injected := 0
-	errs := rgTimeoutErrors()
-	w.kin.set(func(c memlog.Call) error {
-		if c.Op == "GetRecords" && c.ShardID == x && injected < 3 {
-			err := errs[injected%len(errs)]
-			injected++
-			return err
-		}
-		return nil
-	})
-	w.steps(5 * time.Second)
-	w.kin.set(nil)
-	w.drain(10 * time.Second)
-	to := w.now()
-	w.consumersOpen(wks...)
-	w.closeAll(wks...)
+	synctest.Test(t, func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		w := newFltWorld(t, 2)
+		wks := w.warm("w1")
+		x := subShard(0)
+		from := w.now()
+		injected := 0
+		errs := rgTimeoutErrors()
+		w.kin.set(func(c memlog.Call) error {
+			if c.Op == "GetRecords" && c.ShardID == x && injected < 3 {
+				err := errs[injected%len(errs)]
+				injected++
+				return err
+			}
+			return nil
+		})
+		w.steps(5 * time.Second)
+		w.kin.set(nil)
+		w.drain(10 * time.Second)
+		to := w.now()
+		w.consumersOpen(wks...)
+		w.closeAll(wks...)
 
-	stopped := w.logs.countMsg("ERROR", "Shard reader stopped", from, to)
-	s := w.stats(time.Time{}, time.Time{})
-	t.Logf("injected=%d timeouts; %s; 'Shard reader stopped' ERRORs=%d takes of %s=%d",
-		injected, s, stopped, x, len(wks[0].store.opsOf(lease.OpTake, x)))
-	if injected != 3 {
-		t.Fatalf("injected %d timeouts, want 3: the test did not test the timeouts", injected)
-	}
-	if stopped != 0 {
-		t.Errorf("the reader of %s stopped %d times on an HTTP client timeout, want it to retry", x, stopped)
-	}
-	w.checkAll(s, true)
-	w.noErrors("HTTP timeouts on GetRecords", from, to)
-	w.finish(ignore)
+		stopped := w.logs.countMsg("ERROR", "Shard reader stopped", from, to)
+		s := w.stats(time.Time{}, time.Time{})
+		t.Logf("injected=%d timeouts; %s; 'Shard reader stopped' ERRORs=%d takes of %s=%d",
+			injected, s, stopped, x, len(wks[0].store.opsOf(lease.OpTake, x)))
+		if injected != 3 {
+			t.Fatalf("injected %d timeouts, want 3: the test did not test the timeouts", injected)
+		}
+		if stopped != 0 {
+			t.Errorf("the reader of %s stopped %d times on an HTTP client timeout, want it to retry", x, stopped)
+		}
+		w.checkAll(s, true)
+		w.noErrors("HTTP timeouts on GetRecords", from, to)
+		w.finish(ignore)
+	})
 }
 
 // Item 3: a PutRecords call that fails once with an HTTP client timeout (the caller's context

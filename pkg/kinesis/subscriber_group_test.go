@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -19,45 +20,47 @@ import (
 // resumes right after the checkpoint.
 func TestSubscriber_CheckpointAndResume(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 1, nil)
-	e.publish(subMsgs(1, 10)...)
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		e.publish(subMsgs(1, 10)...)
 
-	s1 := e.subscriber(e.config(subGroup))
-	ch := e.subscribe(s1, context.Background())
-	acked := subRecvAck(t, ch, 5)
-	subWantPayloads(t, acked, subRange(1, 5)...)
-	// msg-6 is sent only once msg-5's ack was seen (one message in flight per shard), so
-	// receiving it makes "acked 5, then Close" deterministic. It stays unacked.
-	sixth := subRecv(t, ch)
-	if err := s1.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	subClosedNow(t, ch)
-	subDone(t, sixth.Context(), "unacked message after Close")
+		s1 := e.subscriber(e.config(subGroup))
+		ch := e.subscribe(s1, context.Background())
+		acked := subRecvAck(t, ch, 5)
+		subWantPayloads(t, acked, subRange(1, 5)...)
+		// msg-6 is sent only once msg-5's ack was seen (one message in flight per shard), so
+		// receiving it makes "acked 5, then Close" deterministic. It stays unacked.
+		sixth := subRecv(t, ch)
+		if err := s1.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		subClosedNow(t, ch)
+		subDone(t, sixth.Context(), "unacked message after Close")
 
-	l := e.lease(subGroup, subShard(0))
-	if want := subSeq(t, acked[4]); l.Checkpoint != want {
-		t.Errorf("checkpoint after Close = %q, want the sequence number of msg-5 %q", l.Checkpoint, want)
-	}
-	if l.Owner != "" {
-		t.Errorf("lease owner after Close = %q, want free", l.Owner)
-	}
+		l := e.lease(subGroup, subShard(0))
+		if want := subSeq(t, acked[4]); l.Checkpoint != want {
+			t.Errorf("checkpoint after Close = %q, want the sequence number of msg-5 %q", l.Checkpoint, want)
+		}
+		if l.Owner != "" {
+			t.Errorf("lease owner after Close = %q, want free", l.Owner)
+		}
 
-	s2 := e.subscriber(e.config(subGroup))
-	ch = e.subscribe(s2, context.Background())
-	rest := subRecvAck(t, ch, 5)
-	subWantPayloads(t, rest, subRange(6, 10)...)
-	if rest[0].UUID != sixth.UUID {
-		t.Errorf("redelivered msg-6 has UUID %s, want %s", rest[0].UUID, sixth.UUID)
-	}
-	subNone(t, ch, subQuiet)
-	if err := s2.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l = e.lease(subGroup, subShard(0))
-	if want := subSeq(t, rest[4]); l.Checkpoint != want || l.Owner != "" {
-		t.Errorf("after the second Close: checkpoint %q owner %q, want %q and free", l.Checkpoint, l.Owner, want)
-	}
+		s2 := e.subscriber(e.config(subGroup))
+		ch = e.subscribe(s2, context.Background())
+		rest := subRecvAck(t, ch, 5)
+		subWantPayloads(t, rest, subRange(6, 10)...)
+		if rest[0].UUID != sixth.UUID {
+			t.Errorf("redelivered msg-6 has UUID %s, want %s", rest[0].UUID, sixth.UUID)
+		}
+		subNone(t, ch, subQuiet)
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l = e.lease(subGroup, subShard(0))
+		if want := subSeq(t, rest[4]); l.Checkpoint != want || l.Owner != "" {
+			t.Errorf("after the second Close: checkpoint %q owner %q, want %q and free", l.Checkpoint, l.Owner, want)
+		}
+	})
 }
 
 // An Ack that happens before the subscription stops is acked progress and must be in the
@@ -116,51 +119,53 @@ func TestSubscriber_AckBeforeStopIsCheckpointed(t *testing.T) {
 // oldest make room at once, but the checkpoint is the watermark, so they do not move it.
 func TestSubscriber_MaxInFlightWatermark(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 1, nil)
-	e.publish(subMsgs(1, 5)...)
-	cfg := e.config(subGroup)
-	cfg.MaxInFlight = 3
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		e.publish(subMsgs(1, 5)...)
+		cfg := e.config(subGroup)
+		cfg.MaxInFlight = 3
 
-	// Round one: msg-2 and msg-3 acked, msg-1 not; Close writes no checkpoint.
-	s1 := e.subscriber(cfg)
-	ch := e.subscribe(s1, context.Background())
-	out := subRecvN(t, ch, 3)
-	subWantPayloads(t, out, subRange(1, 3)...)
-	subNone(t, ch, subQuiet) // three unacked: MaxInFlight
-	out[1].Ack()
-	out[2].Ack()
-	more := subRecvN(t, ch, 2) // two acked: room for two more
-	subWantPayloads(t, more, subRange(4, 5)...)
-	if err := s1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if l := e.lease(subGroup, subShard(0)); l.Checkpoint != "" || l.Owner != "" {
-		t.Fatalf("after acking msg-2 and msg-3 only (msg-1 never): checkpoint %q owner %q, want no checkpoint and free", l.Checkpoint, l.Owner)
-	}
-
-	// Round two: all three come again; acking msg-1 last moves the watermark to msg-3.
-	s2 := e.subscriber(cfg)
-	ch = e.subscribe(s2, context.Background())
-	again := subRecvN(t, ch, 3)
-	subWantPayloads(t, again, subRange(1, 3)...)
-	for i := range again {
-		if again[i].UUID != out[i].UUID {
-			t.Errorf("redelivery %d has UUID %s, want %s", i, again[i].UUID, out[i].UUID)
+		// Round one: msg-2 and msg-3 acked, msg-1 not; Close writes no checkpoint.
+		s1 := e.subscriber(cfg)
+		ch := e.subscribe(s1, context.Background())
+		out := subRecvN(t, ch, 3)
+		subWantPayloads(t, out, subRange(1, 3)...)
+		subNone(t, ch, subQuiet) // three unacked: MaxInFlight
+		out[1].Ack()
+		out[2].Ack()
+		more := subRecvN(t, ch, 2) // two acked: room for two more
+		subWantPayloads(t, more, subRange(4, 5)...)
+		if err := s1.Close(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	again[1].Ack()
-	again[2].Ack()
-	next := subRecvN(t, ch, 2) // room for two: msg-4 and msg-5
-	again[0].Ack()
-	subWantPayloads(t, next, subRange(4, 5)...)
-	want := subSeq(t, again[2])
-	e.waitLease(subGroup, subShard(0), "checkpoint at msg-3", func(l lease.Lease) bool { return l.Checkpoint == want })
-	if err := s2.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if l := e.lease(subGroup, subShard(0)); l.Checkpoint != want {
-		t.Errorf("checkpoint after Close = %q, want msg-3's %q", l.Checkpoint, want)
-	}
+		if l := e.lease(subGroup, subShard(0)); l.Checkpoint != "" || l.Owner != "" {
+			t.Fatalf("after acking msg-2 and msg-3 only (msg-1 never): checkpoint %q owner %q, want no checkpoint and free", l.Checkpoint, l.Owner)
+		}
+
+		// Round two: all three come again; acking msg-1 last moves the watermark to msg-3.
+		s2 := e.subscriber(cfg)
+		ch = e.subscribe(s2, context.Background())
+		again := subRecvN(t, ch, 3)
+		subWantPayloads(t, again, subRange(1, 3)...)
+		for i := range again {
+			if again[i].UUID != out[i].UUID {
+				t.Errorf("redelivery %d has UUID %s, want %s", i, again[i].UUID, out[i].UUID)
+			}
+		}
+		again[1].Ack()
+		again[2].Ack()
+		next := subRecvN(t, ch, 2) // room for two: msg-4 and msg-5
+		again[0].Ack()
+		subWantPayloads(t, next, subRange(4, 5)...)
+		want := subSeq(t, again[2])
+		e.waitLease(subGroup, subShard(0), "checkpoint at msg-3", func(l lease.Lease) bool { return l.Checkpoint == want })
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if l := e.lease(subGroup, subShard(0)); l.Checkpoint != want {
+			t.Errorf("checkpoint after Close = %q, want msg-3's %q", l.Checkpoint, want)
+		}
+	})
 }
 
 // stealLease takes the shard's lease for "thief", as another worker would.
@@ -291,64 +296,66 @@ func TestSubscriber_LeaseStoreDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newSubEnv(t, 1, nil)
-			e.publish(subMsgs(1, 2)...)
-			cfg := e.config(subGroup)
-			cfg.Group.LeaseDuration = 400 * time.Millisecond
-			cfg.Group.LeaseRenewInterval = 100 * time.Millisecond
-			s := e.subscriber(cfg)
-			ch := e.subscribe(s, context.Background())
-			first := subRecv(t, ch)
-			before := e.lease(subGroup, subShard(0))
+			synctest.Test(t, func(t *testing.T) {
+				e := newSubEnv(t, 1, nil)
+				e.publish(subMsgs(1, 2)...)
+				cfg := e.config(subGroup)
+				cfg.Group.LeaseDuration = 400 * time.Millisecond
+				cfg.Group.LeaseRenewInterval = 100 * time.Millisecond
+				s := e.subscriber(cfg)
+				ch := e.subscribe(s, context.Background())
+				first := subRecv(t, ch)
+				before := e.lease(subGroup, subShard(0))
 
-			down := errors.New("lease table unreachable")
-			e.store.SetFault(func(_ context.Context, op string, _ lease.Key) error {
-				if tc.fails(op) {
-					return down
+				down := errors.New("lease table unreachable")
+				e.store.SetFault(func(_ context.Context, op string, _ lease.Key) error {
+					if tc.fails(op) {
+						return down
+					}
+					return nil
+				})
+				downAt := time.Now()
+				subDone(t, first.Context(), "lease store down")
+				stopped := time.Since(downAt)
+				t.Logf("reader paused %s after the store went down (LeaseDuration %s)", stopped, cfg.Group.LeaseDuration)
+				// It must stop before LeaseDuration has passed since its last successful
+				// renewal, which was before downAt; the slack only absorbs scheduling delays of
+				// a loaded machine.
+				if stopped > cfg.Group.LeaseDuration+time.Second {
+					t.Errorf("reader kept the shard for %s with no renewal, LeaseDuration is %s", stopped, cfg.Group.LeaseDuration)
 				}
-				return nil
-			})
-			downAt := time.Now()
-			subDone(t, first.Context(), "lease store down")
-			stopped := time.Since(downAt)
-			t.Logf("reader paused %s after the store went down (LeaseDuration %s)", stopped, cfg.Group.LeaseDuration)
-			// It must stop before LeaseDuration has passed since its last successful
-			// renewal, which was before downAt; the slack only absorbs scheduling delays of
-			// a loaded machine.
-			if stopped > cfg.Group.LeaseDuration+time.Second {
-				t.Errorf("reader kept the shard for %s with no renewal, LeaseDuration is %s", stopped, cfg.Group.LeaseDuration)
-			}
-			if tc.quiet {
+				if tc.quiet {
+					subNone(t, ch, subQuiet)
+				}
+
+				e.store.SetFault(nil)
+				// msg-1 comes again (its first delivery was cancelled at the pause); msg-2 comes
+				// only once msg-1's Ack has been taken.
+				var second *message.Message
+				for second == nil {
+					m := subRecv(t, ch)
+					switch {
+					case m.UUID == first.UUID && string(m.Payload) == "msg-1":
+						m.Ack()
+					case string(m.Payload) == "msg-2":
+						second = m
+					default:
+						t.Fatalf("got %s %q, want msg-1 again or msg-2", m.UUID, m.Payload)
+					}
+				}
+				second.Ack()
+				want := subSeq(t, second)
+				e.waitLease(subGroup, subShard(0), "checkpoint at msg-2", func(l lease.Lease) bool { return l.Checkpoint == want })
+				// Nobody took the lease while the store was down, so the paused reader resumed on it:
+				// the same owner and generation, no new take.
+				if l := e.lease(subGroup, subShard(0)); l.Owner != before.Owner || l.Generation != before.Generation {
+					t.Errorf("lease after recovery = %+v; want the same owner %q and generation %d", l, before.Owner, before.Generation)
+				}
 				subNone(t, ch, subQuiet)
-			}
-
-			e.store.SetFault(nil)
-			// msg-1 comes again (its first delivery was cancelled at the pause); msg-2 comes
-			// only once msg-1's Ack has been taken.
-			var second *message.Message
-			for second == nil {
-				m := subRecv(t, ch)
-				switch {
-				case m.UUID == first.UUID && string(m.Payload) == "msg-1":
-					m.Ack()
-				case string(m.Payload) == "msg-2":
-					second = m
-				default:
-					t.Fatalf("got %s %q, want msg-1 again or msg-2", m.UUID, m.Payload)
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
 				}
-			}
-			second.Ack()
-			want := subSeq(t, second)
-			e.waitLease(subGroup, subShard(0), "checkpoint at msg-2", func(l lease.Lease) bool { return l.Checkpoint == want })
-			// Nobody took the lease while the store was down, so the paused reader resumed on it:
-			// the same owner and generation, no new take.
-			if l := e.lease(subGroup, subShard(0)); l.Owner != before.Owner || l.Generation != before.Generation {
-				t.Errorf("lease after recovery = %+v; want the same owner %q and generation %d", l, before.Owner, before.Generation)
-			}
-			subNone(t, ch, subQuiet)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+			})
 		})
 	}
 }
@@ -461,87 +468,89 @@ func subSlowStart(t *testing.T) {
 // shard is read by both while both run. When one leaves, the other takes its shards at once.
 func TestSubscriber_GroupSharesShards(t *testing.T) {
 	t.Parallel()
-	e := newSubEnv(t, 4, nil)
-	// Worker B owned shards 0 and 1 before a restart; A comes first and takes its fair share
-	// of the rest, then B comes back under the same WorkerID and takes its own leases again.
-	for i := 0; i < 4; i++ {
-		l, err := e.store.Create(context.Background(), lease.Lease{Group: subGroup, Stream: e.stream, ShardID: subShard(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i < 2 {
-			if _, err := e.store.Take(context.Background(), l, "worker-b"); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 4, nil)
+		// Worker B owned shards 0 and 1 before a restart; A comes first and takes its fair share
+		// of the rest, then B comes back under the same WorkerID and takes its own leases again.
+		for i := 0; i < 4; i++ {
+			l, err := e.store.Create(context.Background(), lease.Lease{Group: subGroup, Stream: e.stream, ShardID: subShard(i)})
+			if err != nil {
 				t.Fatal(err)
 			}
+			if i < 2 {
+				if _, err := e.store.Take(context.Background(), l, "worker-b"); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
-	cfgA, cfgB := e.config(subGroup), e.config(subGroup)
-	cfgA.Group.WorkerID, cfgB.Group.WorkerID = "worker-a", "worker-b"
-	a, b := e.subscriber(cfgA), e.subscriber(cfgB)
-	chA := e.subscribe(a, context.Background())
-	chB := e.subscribe(b, context.Background())
+		cfgA, cfgB := e.config(subGroup), e.config(subGroup)
+		cfgA.Group.WorkerID, cfgB.Group.WorkerID = "worker-a", "worker-b"
+		a, b := e.subscriber(cfgA), e.subscriber(cfgB)
+		chA := e.subscribe(a, context.Background())
+		chB := e.subscribe(b, context.Background())
 
-	const n = 80
-	e.publish(subMsgs(0, n)...)
-	shardsOf := map[string]map[string]bool{"a": {}, "b": {}}
-	lastSeq := map[string]string{} // shard -> last sequence number acked
-	seen := map[string]string{}
-	for len(seen) < n {
-		var m *message.Message
-		var who string
-		select {
-		case m = <-chA:
-			who = "a"
-		case m = <-chB:
-			who = "b"
-		case <-time.After(subWait):
-			t.Fatalf("only %d of %d messages arrived", len(seen), n)
+		const n = 80
+		e.publish(subMsgs(0, n)...)
+		shardsOf := map[string]map[string]bool{"a": {}, "b": {}}
+		lastSeq := map[string]string{} // shard -> last sequence number acked
+		seen := map[string]string{}
+		for len(seen) < n {
+			var m *message.Message
+			var who string
+			select {
+			case m = <-chA:
+				who = "a"
+			case m = <-chB:
+				who = "b"
+			case <-time.After(subWait):
+				t.Fatalf("only %d of %d messages arrived", len(seen), n)
+			}
+			if m == nil {
+				t.Fatal("a channel closed")
+			}
+			if prev, dup := seen[m.UUID]; dup {
+				t.Fatalf("%s delivered twice (to %s, then %s)", m.UUID, prev, who)
+			}
+			seen[m.UUID] = who
+			shard, _ := subShardOf(m)
+			shardsOf[who][shard] = true
+			lastSeq[shard] = subSeq(t, m)
+			m.Ack()
 		}
-		if m == nil {
-			t.Fatal("a channel closed")
+		for shard := range shardsOf["a"] {
+			if shardsOf["b"][shard] {
+				t.Errorf("shard %s was read by both subscribers at once", shard)
+			}
 		}
-		if prev, dup := seen[m.UUID]; dup {
-			t.Fatalf("%s delivered twice (to %s, then %s)", m.UUID, prev, who)
+		if got := subKeys(shardsOf["b"]); len(got) != 2 || got[0] != subShard(0) || got[1] != subShard(1) {
+			t.Errorf("worker b read %v, want its own shards 0 and 1", got)
 		}
-		seen[m.UUID] = who
-		shard, _ := subShardOf(m)
-		shardsOf[who][shard] = true
-		lastSeq[shard] = subSeq(t, m)
-		m.Ack()
-	}
-	for shard := range shardsOf["a"] {
-		if shardsOf["b"][shard] {
-			t.Errorf("shard %s was read by both subscribers at once", shard)
+		if got := subKeys(shardsOf["a"]); len(got) != 2 || got[0] != subShard(2) || got[1] != subShard(3) {
+			t.Errorf("worker a read %v, want shards 2 and 3", got)
 		}
-	}
-	if got := subKeys(shardsOf["b"]); len(got) != 2 || got[0] != subShard(0) || got[1] != subShard(1) {
-		t.Errorf("worker b read %v, want its own shards 0 and 1", got)
-	}
-	if got := subKeys(shardsOf["a"]); len(got) != 2 || got[0] != subShard(2) || got[1] != subShard(3) {
-		t.Errorf("worker a read %v, want shards 2 and 3", got)
-	}
 
-	// B leaves: its leases are released and A takes them at its next lease sync. (Close
-	// waits for B's last acks to be checkpointed first, so that this test does not depend
-	// on how Close treats an Ack it races with; TestSubscriber_AckBeforeStopIsCheckpointed
-	// covers that.)
-	for _, shard := range subKeys(shardsOf["b"]) {
-		e.waitLease(subGroup, shard, "B's last ack", func(l lease.Lease) bool { return l.Checkpoint == lastSeq[shard] })
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e.publish(subMsgs(n, n)...)
-	got := map[string]bool{}
-	for len(got) < n {
-		m := subRecv(t, chA)
-		if got[m.UUID] || seen[m.UUID] != "" {
-			t.Fatalf("%s delivered twice", m.UUID)
+		// B leaves: its leases are released and A takes them at its next lease sync. (Close
+		// waits for B's last acks to be checkpointed first, so that this test does not depend
+		// on how Close treats an Ack it races with; TestSubscriber_AckBeforeStopIsCheckpointed
+		// covers that.)
+		for _, shard := range subKeys(shardsOf["b"]) {
+			e.waitLease(subGroup, shard, "B's last ack", func(l lease.Lease) bool { return l.Checkpoint == lastSeq[shard] })
 		}
-		got[m.UUID] = true
-		m.Ack()
-	}
-	subNone(t, chA, subQuiet)
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e.publish(subMsgs(n, n)...)
+		got := map[string]bool{}
+		for len(got) < n {
+			m := subRecv(t, chA)
+			if got[m.UUID] || seen[m.UUID] != "" {
+				t.Fatalf("%s delivered twice", m.UUID)
+			}
+			got[m.UUID] = true
+			m.Ack()
+		}
+		subNone(t, chA, subQuiet)
+	})
 }
 
 // Subscribers of one group that subscribe at the same moment split the shards between them

@@ -7,11 +7,10 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -27,7 +26,8 @@ const (
 	// subWait bounds every wait for something that must happen: generous, so that a slow
 	// machine under -race does not fail a test, and only paid when the test fails anyway.
 	subWait = 10 * time.Second
-	// subQuiet is how long a test watches for something that must NOT happen.
+	// subQuiet is how long of a synctest bubble's fake time a test watches for something that
+	// must NOT happen (subNone).
 	subQuiet = 250 * time.Millisecond
 
 	subStream = "orders"
@@ -248,15 +248,21 @@ func subRecvAck(t testing.TB, ch <-chan *message.Message, n int) []*message.Mess
 	return msgs
 }
 
-// subNone fails if a message arrives within d (a closed channel is fine).
+// subNone fails if a message is sent on ch within d of fake time (a closed channel is fine).
+// It runs in a synctest bubble: once d has passed and synctest.Wait has returned, every
+// goroutine of the bubble is durably blocked, so a reader with a message for ch is blocked
+// offering it and the receive below takes it. That nothing came is then a fact, not a bet on
+// a quiet machine.
 func subNone(t testing.TB, ch <-chan *message.Message, d time.Duration) {
 	t.Helper()
+	time.Sleep(d)
+	synctest.Wait()
 	select {
 	case m, ok := <-ch:
 		if ok {
 			t.Fatalf("unexpected message %s (payload %q)", m.UUID, m.Payload)
 		}
-	case <-time.After(d):
+	default:
 	}
 }
 
@@ -386,34 +392,4 @@ func (w *subOpWatch) n(op string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.count[op]
-}
-
-// subWaitParked waits until exactly n goroutines run fn and every one of them is blocked in
-// state ("select", "chan receive", ...). It is how a test knows that a goroutine has gone to
-// sleep with nothing left to do, which no API shows: a shard reader's only blocking point is
-// its select, and a reader that has just handed a message over is runnable until it parks
-// again. Only for functions no parallel test runs at the same time (they would count).
-func subWaitParked(t testing.TB, fn, state string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(subWait)
-	buf := make([]byte, 1<<20)
-	for {
-		running, parked := 0, 0
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, fn) {
-				running++
-				if strings.Contains(g, "["+state) {
-					parked++
-				}
-			}
-		}
-		if running == n && parked == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutine(s) in %s, %d of them in %s; want %d, all in %s", running, fn, parked, state, n, state)
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
 }

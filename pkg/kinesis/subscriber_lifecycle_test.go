@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -207,32 +208,34 @@ func TestSubscriber_NackAckAndContexts(t *testing.T) {
 func TestSubscriber_SubscribeContextCancel(t *testing.T) {
 	t.Parallel()
 	t.Run("group", func(t *testing.T) {
-		e := newSubEnv(t, 1, nil)
-		s, err := kinesis.NewSubscriber(e.config(subGroup), nil)
-		if err != nil {
-			t.Fatalf("NewSubscriber with a nil logger: %v", err)
-		}
-		defer s.Close()
-		e.publish(subMsgs(0, 10)...)
+		synctest.Test(t, func(t *testing.T) {
+			e := newSubEnv(t, 1, nil)
+			s, err := kinesis.NewSubscriber(e.config(subGroup), nil)
+			if err != nil {
+				t.Fatalf("NewSubscriber with a nil logger: %v", err)
+			}
+			defer s.Close()
+			e.publish(subMsgs(0, 10)...)
 
-		ctx, cancel := context.WithCancel(context.Background())
-		ch := e.subscribe(s, ctx)
-		for i := 0; i < 4; i++ {
-			subRecv(t, ch).Ack()
-		}
-		held := subRecv(t, ch) // msg-4: proves msg-3's ack was seen
-		cancel()
-		subClosed(t, ch)
-		subDone(t, held.Context(), "after the Subscribe context was cancelled")
-		l := e.lease(subGroup, subShard(0))
-		if l.Owner != "" {
-			t.Errorf("lease owner after the subscription ended = %q, want it released", l.Owner)
-		}
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := e.subscribe(s, ctx)
+			for i := 0; i < 4; i++ {
+				subRecv(t, ch).Ack()
+			}
+			held := subRecv(t, ch) // msg-4: proves msg-3's ack was seen
+			cancel()
+			subClosed(t, ch)
+			subDone(t, held.Context(), "after the Subscribe context was cancelled")
+			l := e.lease(subGroup, subShard(0))
+			if l.Owner != "" {
+				t.Errorf("lease owner after the subscription ended = %q, want it released", l.Owner)
+			}
 
-		ch = e.subscribe(s, context.Background())
-		got := subRecvAck(t, ch, 6)
-		subWantPayloads(t, got, subRange(4, 9)...)
-		subNone(t, ch, subQuiet)
+			ch = e.subscribe(s, context.Background())
+			got := subRecvAck(t, ch, 6)
+			subWantPayloads(t, got, subRange(4, 9)...)
+			subNone(t, ch, subQuiet)
+		})
 	})
 	t.Run("no group", func(t *testing.T) {
 		e := newSubEnv(t, 2, nil)

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -63,45 +64,47 @@ func subListCalls(e *subEnv) *atomic.Int64 {
 }
 
 func TestReshardSplitChildWaitsForParentThenStartsAtOnce(t *testing.T) {
-	e := newSubEnv(t, 1, nil)
-	lists := subListCalls(e)
-	e.putRaw("k", []byte("parent-1"))
-	e.putRaw("k", []byte("parent-2"))
-	cfg := e.config(subGroup)
-	// Neither periodic sync may start the children: only the parent's end can.
-	cfg.ShardSyncInterval = time.Hour
-	cfg.Group.LeaseSyncInterval = time.Hour
-	ch := e.subscribe(e.subscriber(cfg), context.Background())
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		lists := subListCalls(e)
+		e.putRaw("k", []byte("parent-1"))
+		e.putRaw("k", []byte("parent-2"))
+		cfg := e.config(subGroup)
+		// Neither periodic sync may start the children: only the parent's end can.
+		cfg.ShardSyncInterval = time.Hour
+		cfg.Group.LeaseSyncInterval = time.Hour
+		ch := e.subscribe(e.subscriber(cfg), context.Background())
 
-	first := subRecv(t, ch)
-	low, high := e.subSplit(subShard(0))
-	e.putRaw("k", []byte("child-1"))
-	e.putRaw("k", []byte("child-2"))
-	listsAfterSplit := lists.Load()
-	first.Ack()
-	second := subRecv(t, ch)
-	subWantPayloads(t, []*message.Message{first, second}, "parent-1", "parent-2")
-	// The children hold records, but the parent still has one in flight.
-	subNone(t, ch, subQuiet)
-	second.Ack()
+		first := subRecv(t, ch)
+		low, high := e.subSplit(subShard(0))
+		e.putRaw("k", []byte("child-1"))
+		e.putRaw("k", []byte("child-2"))
+		listsAfterSplit := lists.Load()
+		first.Ack()
+		second := subRecv(t, ch)
+		subWantPayloads(t, []*message.Message{first, second}, "parent-1", "parent-2")
+		// The children hold records, but the parent still has one in flight.
+		subNone(t, ch, subQuiet)
+		second.Ack()
 
-	children := subRecvAck(t, ch, 2)
-	subWantPayloads(t, children, "child-1", "child-2")
-	child := subInfo(t, children[0]).ShardID
-	if child != low && child != high {
-		t.Fatalf("child records came from %s, want %s or %s", child, low, high)
-	}
-	if got := e.lease(subGroup, subShard(0)).Checkpoint; got != lease.ShardEnd {
-		t.Errorf("parent checkpoint = %q, want SHARD_END", got)
-	}
-	for _, id := range []string{low, high} {
-		if l := e.lease(subGroup, id); len(l.Parents) != 1 || l.Parents[0] != subShard(0) {
-			t.Errorf("lease of child %s has parents %v, want [%s]", id, l.Parents, subShard(0))
+		children := subRecvAck(t, ch, 2)
+		subWantPayloads(t, children, "child-1", "child-2")
+		child := subInfo(t, children[0]).ShardID
+		if child != low && child != high {
+			t.Fatalf("child records came from %s, want %s or %s", child, low, high)
 		}
-	}
-	if n := lists.Load(); n != listsAfterSplit {
-		t.Errorf("%d ListShards calls after the split: the children must come from the read's ChildShards", n-listsAfterSplit)
-	}
+		if got := e.lease(subGroup, subShard(0)).Checkpoint; got != lease.ShardEnd {
+			t.Errorf("parent checkpoint = %q, want SHARD_END", got)
+		}
+		for _, id := range []string{low, high} {
+			if l := e.lease(subGroup, id); len(l.Parents) != 1 || l.Parents[0] != subShard(0) {
+				t.Errorf("lease of child %s has parents %v, want [%s]", id, l.Parents, subShard(0))
+			}
+		}
+		if n := lists.Load(); n != listsAfterSplit {
+			t.Errorf("%d ListShards calls after the split: the children must come from the read's ChildShards", n-listsAfterSplit)
+		}
+	})
 }
 
 // subMerge merges two adjacent shards and returns the child's id.
@@ -121,36 +124,38 @@ func (e *subEnv) subMerge(a, b string) string {
 }
 
 func TestReshardMergeChildWaitsForBothParents(t *testing.T) {
-	e := newSubEnv(t, 2, nil)
-	keys := grpKeys(t, e, 2)
-	e.putRaw(keys[0], []byte("left"))
-	e.putRaw(keys[1], []byte("right"))
-	ch := e.subscribe(e.subscriber(e.config(subGroup)), context.Background())
-	got := subRecvN(t, ch, 2)
-	child := e.subMerge(subShard(0), subShard(1))
-	e.putRaw(keys[0], []byte("merged-0"))
-	e.putRaw(keys[1], []byte("merged-1"))
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 2, nil)
+		keys := grpKeys(t, e, 2)
+		e.putRaw(keys[0], []byte("left"))
+		e.putRaw(keys[1], []byte("right"))
+		ch := e.subscribe(e.subscriber(e.config(subGroup)), context.Background())
+		got := subRecvN(t, ch, 2)
+		child := e.subMerge(subShard(0), subShard(1))
+		e.putRaw(keys[0], []byte("merged-0"))
+		e.putRaw(keys[1], []byte("merged-1"))
 
-	// One parent finished; the other still has its record in flight.
-	var held *message.Message
-	for _, m := range got {
-		if string(m.Payload) == "left" {
-			m.Ack()
-		} else {
-			held = m
+		// One parent finished; the other still has its record in flight.
+		var held *message.Message
+		for _, m := range got {
+			if string(m.Payload) == "left" {
+				m.Ack()
+			} else {
+				held = m
+			}
 		}
-	}
-	e.waitLease(subGroup, subShard(0), "SHARD_END", func(l lease.Lease) bool { return l.Checkpoint == lease.ShardEnd })
-	subNone(t, ch, subQuiet)
-	if l := e.lease(subGroup, child); l.Owner != "" {
-		t.Fatalf("child %s taken while parent %s has a record in flight: %+v", child, subShard(1), l)
-	}
-	held.Ack()
-	merged := subRecvAck(t, ch, 2)
-	subWantPayloads(t, merged, "merged-0", "merged-1")
-	if l := e.lease(subGroup, child); len(l.Parents) != 2 || l.Parents[0] != subShard(0) || l.Parents[1] != subShard(1) {
-		t.Errorf("merged lease parents = %v, want [%s %s]", l.Parents, subShard(0), subShard(1))
-	}
+		e.waitLease(subGroup, subShard(0), "SHARD_END", func(l lease.Lease) bool { return l.Checkpoint == lease.ShardEnd })
+		subNone(t, ch, subQuiet)
+		if l := e.lease(subGroup, child); l.Owner != "" {
+			t.Fatalf("child %s taken while parent %s has a record in flight: %+v", child, subShard(1), l)
+		}
+		held.Ack()
+		merged := subRecvAck(t, ch, 2)
+		subWantPayloads(t, merged, "merged-0", "merged-1")
+		if l := e.lease(subGroup, child); len(l.Parents) != 2 || l.Parents[0] != subShard(0) || l.Parents[1] != subShard(1) {
+			t.Errorf("merged lease parents = %v, want [%s %s]", l.Parents, subShard(0), subShard(1))
+		}
+	})
 }
 
 func TestReshardNoGroupReadsParentBeforeChildren(t *testing.T) {
@@ -275,61 +280,64 @@ func TestReshardWithoutChildShardsListsAtOnce(t *testing.T) {
 // created again while the parent is still listed: the children keep their order, and a
 // restarted group reads on from the children's checkpoints, not the parent again.
 func TestReshardFinishedLeaseDeletedOnceChildrenRead(t *testing.T) {
-	e := newSubEnv(t, 1, nil)
-	e.putRaw("k", []byte("parent"))
-	cfg := e.config(subGroup)
-	cfg.ShardSyncInterval = 20 * time.Millisecond
-	cfg.RequestTimeout = 50 * time.Millisecond // deletions wait 2 × (50 ms + 2 × 50 ms)
-	sub := e.subscriber(cfg)
-	ch := e.subscribe(sub, context.Background())
-	subWantPayloads(t, subRecvAck(t, ch, 1), "parent")
-	parent := subShard(0)
-	low, high := e.subSplit(parent)
-	e.putRaw("k", []byte("child-1"))
-	subWantPayloads(t, subRecvAck(t, ch, 1), "child-1")
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		e.putRaw("k", []byte("parent"))
+		cfg := e.config(subGroup)
+		cfg.ShardSyncInterval = 20 * time.Millisecond
+		cfg.RequestTimeout = 50 * time.Millisecond // deletions wait 2 × (50 ms + 2 × 50 ms)
+		sub := e.subscriber(cfg)
+		ch := e.subscribe(sub, context.Background())
+		subWantPayloads(t, subRecvAck(t, ch, 1), "parent")
+		parent := subShard(0)
+		low, high := e.subSplit(parent)
+		e.putRaw("k", []byte("child-1"))
+		subWantPayloads(t, subRecvAck(t, ch, 1), "child-1")
 
-	leases := func() map[string]lease.Lease {
-		list, err := e.store.List(context.Background(), subGroup, e.stream)
-		if err != nil {
-			t.Fatalf("List: %v", err)
+		leases := func() map[string]lease.Lease {
+			list, err := e.store.List(context.Background(), subGroup, e.stream)
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			m := map[string]lease.Lease{}
+			for _, l := range list {
+				m[l.ShardID] = l
+			}
+			return m
 		}
-		m := map[string]lease.Lease{}
-		for _, l := range list {
-			m[l.ShardID] = l
+		deadline := time.Now().Add(subWait)
+		for _, ok := leases()[parent]; ok; _, ok = leases()[parent] {
+			if time.Now().After(deadline) {
+				t.Fatalf("the parent's lease is still there with both children read: %+v", leases())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the store: the coordinator sends no signal
 		}
-		return m
-	}
-	deadline := time.Now().Add(subWait)
-	for _, ok := leases()[parent]; ok; _, ok = leases()[parent] {
-		if time.Now().After(deadline) {
-			t.Fatalf("the parent's lease is still there with both children read: %+v", leases())
+		// Ten shard syncs later, with the parent still listed, nothing has created it again.
+		ticks := 10 * cfg.ShardSyncInterval
+		time.Sleep(ticks) // fake time for the shard syncs to pass; nothing may happen in it
+		synctest.Wait()
+		got := leases()
+		if l, ok := got[parent]; ok {
+			t.Fatalf("the parent's lease came back %s after it was deleted (the parent would be read twice): %+v", ticks, l)
 		}
-		time.Sleep(5 * time.Millisecond) // polling the store: the coordinator sends no signal
-	}
-	// Ten shard syncs later, with the parent still listed, nothing has created it again.
-	ticks := 10 * cfg.ShardSyncInterval
-	time.Sleep(ticks) // real time for the shard syncs to pass; nothing may happen in it
-	got := leases()
-	if l, ok := got[parent]; ok {
-		t.Fatalf("the parent's lease came back %s after it was deleted (the parent would be read twice): %+v", ticks, l)
-	}
-	for _, id := range []string{low, high} {
-		if got[id].Generation == 0 {
-			t.Errorf("child %s lease %+v, want taken", id, got[id])
+		for _, id := range []string{low, high} {
+			if got[id].Generation == 0 {
+				t.Errorf("child %s lease %+v, want taken", id, got[id])
+			}
 		}
-	}
-	if err := sub.Close(); err != nil {
-		t.Fatal(err)
-	}
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
 
-	// A restarted instance: the parent has no lease, its children started, so it is finished.
-	e.putRaw("k", []byte("child-2"))
-	ch = e.subscribe(e.subscriber(cfg), context.Background())
-	subWantPayloads(t, subRecvAck(t, ch, 1), "child-2")
-	subNone(t, ch, subQuiet)
-	if _, ok := leases()[parent]; ok {
-		t.Errorf("the restarted instance created the parent's lease again")
-	}
+		// A restarted instance: the parent has no lease, its children started, so it is finished.
+		e.putRaw("k", []byte("child-2"))
+		ch = e.subscribe(e.subscriber(cfg), context.Background())
+		subWantPayloads(t, subRecvAck(t, ch, 1), "child-2")
+		subNone(t, ch, subQuiet)
+		if _, ok := leases()[parent]; ok {
+			t.Errorf("the restarted instance created the parent's lease again")
+		}
+	})
 }
 
 // A group that starts at LATEST loses nothing of the shards that follow one it read: a child
