@@ -1,6 +1,6 @@
 package sim_test
 
-// An instance is one incarnation of a group member: a Subscriber with its own clock, gate,
+// An instance is one incarnation of a group member: a Subscriber with its own clock rate, gate,
 // Kinesis client and lease store wrapper, one or two subscriptions to the stream, and a handler
 // goroutine per subscription.
 //
@@ -85,16 +85,17 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 	hook := func(kind hookKind) func(kinesis.ShardEvent) {
 		return func(ev kinesis.ShardEvent) { w.hook(in, kind, ev) }
 	}
+	at := func(d time.Duration) time.Duration { return onClock(d, rate) } // its clock's rate
 	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
 		Client: &simClient{g: in.gate, log: w.log, w: w, inst: in},
 		Group: kinesis.GroupConfig{
 			Name:               simGroup,
 			LeaseStore:         &simStore{w: w, inst: in, s: w.store},
 			WorkerID:           slot,
-			CheckpointInterval: checkpointInterval,
-			LeaseDuration:      leaseDuration,
-			LeaseSyncInterval:  leaseSyncInterval,
-			HandoffTimeout:     handoffTimeout,
+			CheckpointInterval: at(checkpointInterval),
+			LeaseDuration:      at(leaseDuration), // LeaseRenewInterval: the default, a third of it
+			LeaseSyncInterval:  at(leaseSyncInterval),
+			HandoffTimeout:     at(handoffTimeout),
 			Hooks: kinesis.ShardHooks{
 				OnAcquired: hook(hookAcquired),
 				OnRevoked:  hook(hookRevoked),
@@ -103,17 +104,16 @@ func (w *world) newInstance(slot string, subs int, kind handlerKind, rate float6
 		},
 		FanOut:            kinesis.FanOutConfig{Enabled: fanOut},
 		GetRecordsLimit:   25,
-		PollInterval:      pollInterval,
-		MinReadInterval:   minReadInterval,
+		PollInterval:      at(pollInterval),
+		MinReadInterval:   at(minReadInterval),
 		MaxInFlight:       maxIF,
 		Ordering:          ordering,
-		NackResendSleep:   nackResendSleep,
-		ShardSyncInterval: shardSyncInterval,
+		NackResendSleep:   at(nackResendSleep),
+		ShardSyncInterval: at(shardSyncInterval),
 		// Short enough that finished shards' leases are deleted within a run (they wait
 		// 2 × (2 s + 2 × 2 s) = 12 s), so that the cleanup meets the faults too.
-		RequestTimeout: requestTimeout,
-		CloseTimeout:   closeTimeout,
-		Clock:          scaledClock{base: w.start, rate: rate},
+		RequestTimeout: at(requestTimeout),
+		CloseTimeout:   at(closeTimeout),
 	}, w.logger(in))
 	if err != nil {
 		return nil, err

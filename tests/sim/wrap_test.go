@@ -1,7 +1,7 @@
 package sim_test
 
-// The seams through which the simulation reaches into each instance: its clock, its Kinesis
-// client and its lease store. Each instance gets its own wrappers, so that a crash, a pause or
+// The seams through which the simulation reaches into each instance: its clock rate (the
+// durations it is configured with), its Kinesis client and its lease store. Each instance gets its own wrappers, so that a crash, a pause or
 // a cut-off hits that instance alone while the others go on, and so that every lease-store
 // write can be attributed to the instance that made it.
 
@@ -17,7 +17,6 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -28,52 +27,28 @@ var (
 	errOutage  = errors.New("sim: lease store unavailable (503)")
 )
 
-// scaledClock is the bubble's clock running at rate (1.02 = 2 % fast). Time inside a synctest
-// bubble is fake, so the driver gets fake time through the ordinary Clock interface; the rate
-// makes instances disagree about durations the way real machines' clocks drift.
-type scaledClock struct {
-	base time.Time
-	rate float64
-}
-
-var _ clock.Clock = scaledClock{}
-
-func (c scaledClock) Now() time.Time {
-	return c.base.Add(time.Duration(float64(time.Since(c.base)) * c.rate))
-}
-
-// real is how much bubble time passes while this clock advances d, rounded up (and a
-// nanosecond more, for the float): a timer must never fire before its clock reads its
-// deadline, or the driver, finding it not yet due, re-arms a zero timer and spins at one fake
-// instant forever.
-func (c scaledClock) real(d time.Duration) time.Duration {
+// onClock is d as an instance whose clock runs at rate (1.02 = 2 % fast) measures it, in
+// bubble time: d/rate, rounded up (and a nanosecond more, for the float), so that a timer of
+// that length never fires before the instance's clock would read d.
+//
+// The driver reads the bubble's fake time (time.Now, time.NewTimer), which runs at one rate for
+// every instance. An instance whose clock runs at rate r is the instance given every duration
+// of its configuration divided by r: what it times with them (lease expiry, its stop point,
+// renewals, syncs, polls, timeouts) then takes d/r of bubble time, as it would on its own
+// clock. What that leaves out: the driver's hard-coded constants (retry backoffs, the
+// 2 s margin on a foreign worker's lease, the minimum heartbeat interval, fan-out's
+// subscription timings, the AT_TIMESTAMP skew margin) and the defaults of fields the simulation
+// does not set (FanOut.RegisterTimeout) run at the bubble's rate; and the instants instances
+// read agree with one another and with memlog, where drifting clocks would also drift apart by
+// up to maxRateSkew of the time run. The lease protocol rests on durations measured on one
+// instance's clock (a counter standing still for LeaseDuration), never on instants compared
+// across instances, so the checks' reasoning about skew (overlapTolerance) is the same.
+func onClock(d time.Duration, rate float64) time.Duration {
 	if d <= 0 {
 		return d
 	}
-	return time.Duration(math.Ceil(float64(d)/c.rate)) + 1
+	return time.Duration(math.Ceil(float64(d)/rate)) + 1
 }
-
-func (c scaledClock) NewTimer(d time.Duration) clock.Timer {
-	return scaledTimer{time.NewTimer(c.real(d)), c}
-}
-
-func (c scaledClock) NewTicker(d time.Duration) clock.Ticker {
-	return scaledTicker{time.NewTicker(max(c.real(d), 1))}
-}
-
-type scaledTimer struct {
-	t *time.Timer
-	c scaledClock
-}
-
-func (t scaledTimer) C() <-chan time.Time   { return t.t.C }
-func (t scaledTimer) Reset(d time.Duration) { t.t.Reset(t.c.real(d)) }
-func (t scaledTimer) Stop()                 { t.t.Stop() }
-
-type scaledTicker struct{ t *time.Ticker }
-
-func (t scaledTicker) C() <-chan time.Time { return t.t.C }
-func (t scaledTicker) Stop()               { t.t.Stop() }
 
 // gateMode is how an instance's calls to the outside fare.
 type gateMode int
