@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -242,7 +241,6 @@ func (w *world) newInstance() (*instance, error) {
 		Unmarshaler:     kinesis.RawMarshaler{},
 		PollInterval:    rc.pollInterval,
 		MinReadInterval: rc.minReadInterval,
-		Clock:           clock.Real(), // inside the bubble: fake time
 	}, &countLogger{w: w, in: in})
 	if err != nil {
 		return nil, err
