@@ -9,8 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/google/uuid"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
 const (
@@ -134,17 +132,13 @@ type SubscriberConfig struct {
 	// leases. Default: 30 s.
 	CloseTimeout time.Duration
 	// RequestTimeout bounds each Kinesis call (GetRecords, GetShardIterator, ListShards) and
-	// each lease store call of the coordinator, timed on Clock. A call that outlasts it, or
+	// each lease store call of the coordinator. A call that outlasts it, or
 	// that the HTTP client times out, is retried as a transient failure; a shard's reads
 	// that keep timing out get up to 8 times as long, so that a slow server's answers get
 	// through. A reader's own renewals and checkpoints are bounded by Group.LeaseRenewInterval
 	// as well, so that a hung store cannot hold it past the point where it must stop.
 	// Default: 10 s.
 	RequestTimeout time.Duration
-
-	// Clock times leases, renewals, checkpoints and reads. Tests inject a *clock.Fake to
-	// run lease expiry and handoff deterministically. Default: clock.Real().
-	Clock clock.Clock
 
 	// MeterProvider receives the subscriber's OpenTelemetry metrics: per stream and shard,
 	// messages delivered, bytes, acks, nacks, redeliveries, millis behind latest, read
@@ -205,9 +199,6 @@ func (c *SubscriberConfig) setValueDefaults() {
 	if c.FanOut.Enabled {
 		setDefault(&c.FanOut.ConsumerName, c.Group.Name)
 		setDefault(&c.FanOut.RegisterTimeout, 2*time.Minute)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.Real()
 	}
 }
 

@@ -24,7 +24,7 @@ type Health struct {
 	Healthy bool
 	// Problems says what is wrong, one line each, naming stream and shard; empty if Healthy.
 	Problems []string
-	// At is when this was taken, on the Subscriber's Clock.
+	// At is when this was taken.
 	At time.Time
 	// ReadWithin, StuckWithin and LeaseSyncWithin are the limits applied: a shard reads
 	// within 10 PollIntervals (at least two RequestTimeouts: a read that timed out and its
@@ -96,7 +96,7 @@ func (s *Subscriber) Health() Health {
 		readWithin = max(readWithin, shard.PushSilenceLimit+shard.SubscriptionTakeover+cfg.RequestTimeout)
 	}
 	h := Health{
-		At:              cfg.Clock.Now(),
+		At:              time.Now(),
 		ReadWithin:      readWithin,
 		StuckWithin:     max(10*readWithin, cfg.Group.HandoffTimeout),
 		LeaseSyncWithin: max(3*cfg.Group.LeaseSyncInterval, cfg.Group.LeaseSyncInterval+cfg.RequestTimeout),

@@ -23,10 +23,10 @@ var layers = map[string][]string{
 	"pkg/kinesis/internal/wire/kpl":        {},
 	"pkg/kinesis/internal/wire/getrecords": {},
 	"pkg/kinesis/internal/wire":            {"pkg/kinesis/internal/wire/kpl"},
-	"pkg/kinesis/internal/awscall":         {"pkg/kinesis/clock"},
-	"pkg/kinesis/internal/shard": {"pkg/kinesis/clock", "pkg/lease", "pkg/kinesis/internal/awscall",
+	"pkg/kinesis/internal/awscall":         {},
+	"pkg/kinesis/internal/shard": {"pkg/lease", "pkg/kinesis/internal/awscall",
 		"pkg/kinesis/internal/logs", "pkg/kinesis/internal/wire", "pkg/kinesis/internal/wire/getrecords"},
-	"pkg/kinesis/internal/group": {"pkg/kinesis/clock", "pkg/lease", "pkg/kinesis/internal/awscall",
+	"pkg/kinesis/internal/group": {"pkg/lease", "pkg/kinesis/internal/awscall",
 		"pkg/kinesis/internal/logs", "pkg/kinesis/internal/shard"},
 }
 

@@ -31,7 +31,7 @@ func (c SubscriberConfig) internal(stream string, logger watermill.LoggerAdapter
 	cfg := group.Config{
 		Config: shard.Config{
 			Stream: stream, Group: g.Name, WorkerID: g.WorkerID,
-			Client: c.Client, Clock: c.Clock, Logger: logger,
+			Client: c.Client, Logger: logger,
 			RequestTimeout: c.RequestTimeout, CloseTimeout: c.CloseTimeout,
 			GetRecordsLimit: c.GetRecordsLimit, PollInterval: c.PollInterval, MinReadInterval: c.MinReadInterval,
 			MaxBufferedRecords: c.MaxBufferedRecords, MaxBufferedBytes: c.MaxBufferedBytes,

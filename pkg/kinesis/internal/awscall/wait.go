@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
 // FailuresBeforeError is how many calls in a row may fail in a way that passes (throttled or
@@ -28,20 +26,16 @@ func Backoff(attempt int, base, max time.Duration) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// Sleep waits d on the real clock or until ctx is done, whichever comes first.
+// Sleep waits d or until ctx is done, whichever comes first, and returns ctx's error if ctx
+// ended first. (In a testing/synctest bubble the timer runs on the bubble's fake time.)
 func Sleep(ctx context.Context, d time.Duration) error {
-	return SleepOn(ctx, clock.Real(), d)
-}
-
-// SleepOn waits d on clk or until ctx is done, whichever comes first.
-func SleepOn(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := clk.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C():
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -20,7 +20,7 @@ import (
 // lease sync no longer reads, every shard a reshard ever closed. Deletion is conditioned on the
 // lease still being at SHARD_END as listed.
 func (c *Subscription) cleanFinished() {
-	now := c.cfg.Clock.Now()
+	now := time.Now()
 	deletes := 0
 	for _, id := range sortedKeys(c.leases.byShard) {
 		l := c.leases.byShard[id]

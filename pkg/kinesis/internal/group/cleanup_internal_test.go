@@ -3,28 +3,34 @@ package group
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
 // cleanupWorld is a grouped subscription's coordinator state, set by hand: the shards listed
-// and the group's leases, kept in a memory store.
+// and the group's leases, kept in a memory store. A test that moves time (syncAfter) makes it
+// in a synctest bubble (bubbleRun), where time.Sleep moves the fake time the coordinator reads
+// at once.
 type cleanupWorld struct {
 	t     *testing.T
 	c     *Subscription
 	store *lease.MemoryStore
-	clk   *clock.Fake
 }
 
 func newCleanupWorld(t *testing.T) *cleanupWorld {
 	store := lease.NewMemoryStore()
-	clk := clock.NewFake(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
-	return &cleanupWorld{t: t, c: New(context.Background(), testConfig(store, clk)), store: store, clk: clk}
+	return &cleanupWorld{t: t, c: New(context.Background(), testConfig(store)), store: store}
+}
+
+// bubbleRun is t.Run with f in a synctest bubble of its own.
+func bubbleRun(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { synctest.Test(t, f) })
 }
 
 // shard lists a shard; closed ones have an ending sequence number.
@@ -155,10 +161,10 @@ func (w *cleanupWorld) split(c2Taken bool) {
 	w.lease("c2", c2Taken, "", false, "p")
 }
 
-// syncAfter moves the clock on by d and runs the lease listing and cleanFinished of a shard
-// sync.
+// syncAfter lets d of the bubble's time pass and runs the lease listing and cleanFinished of
+// a shard sync.
 func (w *cleanupWorld) syncAfter(d time.Duration) {
-	w.clk.Advance(d)
+	time.Sleep(d)
 	w.refresh()
 	w.c.cleanFinished()
 }
@@ -167,7 +173,7 @@ func (w *cleanupWorld) syncAfter(d time.Duration) {
 // taken, or the shard gone from the listing, for deleteFinishedAfter; an owned one only once
 // its owner has not written it for LeaseDuration (it crashed before it could release it).
 func TestCleanFinished(t *testing.T) {
-	t.Run("children exist but one is not taken: kept", func(t *testing.T) {
+	bubbleRun(t, "children exist but one is not taken: kept", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		w.split(false)
 		w.syncAfter(0)
@@ -176,7 +182,7 @@ func TestCleanFinished(t *testing.T) {
 			t.Fatal("deleted the parent's lease with a child not taken yet; the next listing would create it again")
 		}
 	})
-	t.Run("every child taken: deleted after the delay, and not created again", func(t *testing.T) {
+	bubbleRun(t, "every child taken: deleted after the delay, and not created again", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		w.split(true)
 		w.syncAfter(0)
@@ -198,7 +204,7 @@ func TestCleanFinished(t *testing.T) {
 		w.lease("p", true, lease.ShardEnd, false)
 		w.lease("c1", true, "", false, "p")
 	}
-	t.Run("still owned, its owner renewing: kept", func(t *testing.T) {
+	bubbleRun(t, "still owned, its owner renewing: kept", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		owned(w)
 		for range 4 {
@@ -211,7 +217,7 @@ func TestCleanFinished(t *testing.T) {
 			t.Fatal("deleted a SHARD_END lease its owner keeps renewing")
 		}
 	})
-	t.Run("owned by a worker gone: deleted once its counter stood still for LeaseDuration", func(t *testing.T) {
+	bubbleRun(t, "owned by a worker gone: deleted once its counter stood still for LeaseDuration", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		owned(w)
 		w.syncAfter(0)
@@ -225,7 +231,7 @@ func TestCleanFinished(t *testing.T) {
 			t.Fatal("the finished lease of a worker gone is still there")
 		}
 	})
-	t.Run("gone from the listing: deleted after the delay", func(t *testing.T) {
+	bubbleRun(t, "gone from the listing: deleted after the delay", func(t *testing.T) {
 		w := newCleanupWorld(t)
 		w.shard("c1", false) // p aged out: listed no more, its children not taken
 		w.lease("p", true, lease.ShardEnd, true)
@@ -248,17 +254,19 @@ func TestCleanFinished(t *testing.T) {
 // listing predates a shard's lease (created, read to its end and deleted since) lists again
 // before it would create that lease.
 func TestCreateLeasesListsAgainWhenItsViewIsOld(t *testing.T) {
-	w := newCleanupWorld(t)
-	w.shard("p", true)
-	w.shard("c1", false, "p")
-	w.refresh() // sees no lease at all
-	// Meanwhile another worker creates both, reads p to its end, takes c1 and deletes p.
-	w.lease("c1", true, "", false, "p")
-	w.clk.Advance(leaseViewMaxAge(w.c.cfg) + time.Millisecond)
-	if err := w.c.createLeases([]string{"p"}); err != nil {
-		t.Fatal(err)
-	}
-	if w.stored("p") {
-		t.Fatal("created the lease of a finished shard from a listing older than leaseViewMaxAge")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		w := newCleanupWorld(t)
+		w.shard("p", true)
+		w.shard("c1", false, "p")
+		w.refresh() // sees no lease at all
+		// Meanwhile another worker creates both, reads p to its end, takes c1 and deletes p.
+		w.lease("c1", true, "", false, "p")
+		time.Sleep(leaseViewMaxAge(w.c.cfg) + time.Millisecond)
+		if err := w.c.createLeases([]string{"p"}); err != nil {
+			t.Fatal(err)
+		}
+		if w.stored("p") {
+			t.Fatal("created the lease of a finished shard from a listing older than leaseViewMaxAge")
+		}
+	})
 }

@@ -14,8 +14,8 @@ import (
 // readers get a copy of its shard.Config, with the fan-out consumer set in it by start.)
 type Config struct {
 	// Config is what every reader of the subscription is given (a copy, by pointer,
-	// read-only), but FanOut, which must be nil here; its Stream, Group, WorkerID, Clock,
-	// Logger and lease settings are the subscription's too.
+	// read-only), but FanOut, which must be nil here; its Stream, Group, WorkerID, Logger
+	// and lease settings are the subscription's too.
 	shard.Config
 	Kinesis KinesisClient
 	// Kinesis, Consumers and Config.Client, Config.FanOutAPI are one client seen through the

@@ -12,7 +12,6 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 )
 
@@ -110,7 +109,7 @@ func ensureConsumer(ctx context.Context, cfg *Config, logger watermill.LoggerAda
 		return "", fail("%w", err)
 	}
 	streamARN := *summary.StreamARN
-	deadline := cfg.Clock.Now().Add(cfg.FanOutRegister)
+	deadline := time.Now().Add(cfg.FanOutRegister)
 	var limited, throttled int
 	var lastLimit error
 	status := types.ConsumerStatus("")
@@ -161,7 +160,7 @@ func ensureConsumer(ctx context.Context, cfg *Config, logger watermill.LoggerAda
 			}
 			throttled++
 		}
-		if !cfg.Clock.Now().Before(deadline) {
+		if !time.Now().Before(deadline) {
 			if lastLimit != nil && status == "" {
 				return "", fail("%w (RegisterStreamConsumer kept failing with LimitExceededException for FanOut.RegisterTimeout, %s: %w)", ErrConsumerLimit, cfg.FanOutRegister, lastLimit)
 			}
@@ -171,7 +170,7 @@ func ensureConsumer(ctx context.Context, cfg *Config, logger watermill.LoggerAda
 		if limited > 0 || throttled > 0 {
 			wait = awscall.Backoff(max(limited, throttled)-1, consumerPoll, 8*consumerPoll)
 		}
-		if err := awscall.SleepOn(ctx, cfg.Clock, wait); err != nil {
+		if err := awscall.Sleep(ctx, wait); err != nil {
 			return "", fail("waiting for the consumer to become ACTIVE: %w", err)
 		}
 	}
@@ -213,7 +212,7 @@ func describeStream(ctx context.Context, cfg *Config) (*types.StreamDescriptionS
 			return nil, fmt.Errorf("%w: %w", awscall.ErrStreamNotFound, err)
 		case awscall.Throttled, awscall.Transient:
 			if attempt+1 < awscall.FailuresBeforeError {
-				if err := awscall.SleepOn(ctx, cfg.Clock, awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)); err == nil {
+				if err := awscall.Sleep(ctx, awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)); err == nil {
 					continue
 				}
 			}
@@ -222,9 +221,9 @@ func describeStream(ctx context.Context, cfg *Config) (*types.StreamDescriptionS
 	}
 }
 
-// callWithTimeout makes one call bounded by RequestTimeout on the config's clock.
+// callWithTimeout makes one call bounded by RequestTimeout.
 func callWithTimeout(ctx context.Context, cfg *Config, call func(context.Context) error) error {
-	callCtx, cancel := clock.WithTimeout(ctx, cfg.Clock, cfg.RequestTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	return call(callCtx)
 }

@@ -6,16 +6,15 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
-// testConfig is a grouped subscription's config with pkg/kinesis's defaults, on clk.
-func testConfig(store lease.Store, clk clock.Clock) Config {
+// testConfig is a grouped subscription's config with pkg/kinesis's defaults.
+func testConfig(store lease.Store) Config {
 	return Config{
 		Config: shard.Config{
-			Stream: "s", Group: "g", WorkerID: "w1", Clock: clk, Logger: watermill.NopLogger{},
+			Stream: "s", Group: "g", WorkerID: "w1", Logger: watermill.NopLogger{},
 			RequestTimeout: 10 * time.Second, CloseTimeout: 30 * time.Second,
 			GetRecordsLimit: 10000, PollInterval: 400 * time.Millisecond, MinReadInterval: 200 * time.Millisecond,
 			MaxBufferedRecords: 10000, MaxBufferedBytes: 64 << 20, MaxInFlight: 1, Ordering: shard.OrderByShard,
@@ -35,6 +34,6 @@ func testReader(shardID string, generation int64) *shard.Reader {
 	if generation > 0 {
 		held = &lease.Lease{ShardID: shardID, Generation: generation}
 	}
-	cfg := &shard.Config{Clock: clock.Real()}
+	cfg := &shard.Config{}
 	return shard.New(cfg, &shard.Links{Closing: context.Background()}, shard.NoMetrics{}, shardID, shard.Start{}, held, time.Time{})
 }

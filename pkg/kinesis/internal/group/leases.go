@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -41,7 +40,7 @@ func (c *Subscription) createLeases(ids []string) error {
 			// lease is worth a fresh listing.
 			continue
 		}
-		if existed >= createdByOthers || c.cfg.Clock.Now().Sub(c.leases.listedAt) > leaseViewMaxAge(c.cfg) {
+		if existed >= createdByOthers || time.Since(c.leases.listedAt) > leaseViewMaxAge(c.cfg) {
 			existed = 0
 			if err := c.refreshLeases(); err != nil {
 				return err
@@ -90,11 +89,11 @@ type leaseView struct {
 
 // refreshLeases lists the group's leases.
 func (c *Subscription) refreshLeases() error {
-	sent := c.cfg.Clock.Now() // the listing is as of some moment after this
+	sent := time.Now() // the listing is as of some moment after this
 	// A listing is up to 16 Queries (one per partition of the group's leases) in one call.
 	// After listings that timed out, the next may take longer, as a reader's reads may
 	// (shard.Reader.callContext): a slow store's answers get through, a hung call is still cut.
-	ctx, cancel := clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout<<min(c.leases.timeouts, shard.MaxTimeoutDoublings))
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout<<min(c.leases.timeouts, shard.MaxTimeoutDoublings))
 	list, err := c.cfg.LeaseStore.List(ctx, c.cfg.Group, c.cfg.Stream)
 	timedOut := err != nil && c.ctx.Err() == nil && context.Cause(ctx) == context.DeadlineExceeded
 	cancel()
@@ -105,7 +104,7 @@ func (c *Subscription) refreshLeases() error {
 		return fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", c.cfg.Group, c.cfg.Stream, err)
 	}
 	c.leases.timeouts = 0
-	now := c.cfg.Clock.Now()
+	now := time.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
 	c.leases.listedAt, c.leases.aliveAtList = sent, c.aliveMembers(now)
 	c.leases.seen.observeLeases(list, now)

@@ -98,14 +98,14 @@ func (c *Subscription) startHeartbeat() {
 // store that is down.
 func (c *Subscription) beat() {
 	defer close(c.members.done)
-	tick := c.cfg.Clock.NewTicker(heartbeatInterval(c.cfg))
+	tick := time.NewTicker(heartbeatInterval(c.cfg))
 	defer tick.Stop()
 	fails := 0
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-tick.C():
+		case <-tick.C:
 		}
 		err := c.heartbeatOnce()
 		switch {
@@ -162,7 +162,7 @@ func (c *Subscription) readMembers() {
 		c.leases.soon = true
 		return
 	}
-	now := c.cfg.Clock.Now()
+	now := time.Now()
 	c.lastLeaseSync.Store(now.UnixNano())
 	c.members.seen.observeMembers(records, now)
 	c.removeStaleMember(now)
@@ -311,7 +311,7 @@ func (c *Subscription) notifyHeirs(ctx context.Context, n int) {
 		held[l.Owner]++
 	}
 	var heirs []string
-	for _, w := range c.liveMembers(c.cfg.Clock.Now()) {
+	for _, w := range c.liveMembers(time.Now()) {
 		if w != c.cfg.WorkerID {
 			heirs = append(heirs, w)
 		}

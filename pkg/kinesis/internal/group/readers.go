@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
@@ -175,7 +174,7 @@ func (c *Subscription) startReaders() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	late := time.NewTimer(c.cfg.LeaseSyncInterval)
 	defer late.Stop()
 	reports := make([]error, len(started))
 	reported := make([]bool, len(started))
@@ -200,7 +199,7 @@ func (c *Subscription) startReaders() error {
 			select {
 			case reports[i] = <-r.Ready():
 				reported[i] = true
-			case <-late.C():
+			case <-late.C:
 				collect()
 				c.giveUpLate()
 			case <-c.ctx.Done():
@@ -263,7 +262,7 @@ func (c *Subscription) readerReady(r *shard.Reader, err error) error {
 // renews its lease only once it reads, so the lease would otherwise expire under it. Stopped,
 // the reader releases the lease; a later lease sync tries again.
 func (c *Subscription) giveUpLate() {
-	for _, r := range c.readers.late(c.cfg.Clock.Now()) {
+	for _, r := range c.readers.late(time.Now()) {
 		err := &awscall.ShardError{Stream: c.cfg.Stream, ShardID: r.ShardID(), Err: fmt.Errorf("no shard iterator within %s of taking the lease", shard.LeaseStopAfter(&c.cfg.Config))}
 		logs.Warn(c.cfg.Logger, "Giving the lease back: the reader could not get a shard iterator before the lease needed renewing; a later lease sync tries again",
 			err, r.LogFields())
@@ -272,10 +271,10 @@ func (c *Subscription) giveUpLate() {
 }
 
 // armLate sets the late timer to the first stop point of a starting reader with a lease.
-func (c *Subscription) armLate(late clock.Timer) {
+func (c *Subscription) armLate(late *time.Timer) {
 	late.Stop()
 	if first := c.readers.firstReadyBy(); !first.IsZero() {
-		late.Reset(first.Sub(c.cfg.Clock.Now()))
+		late.Reset(first.Sub(time.Now()))
 	}
 }
 

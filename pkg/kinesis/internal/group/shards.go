@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 )
 
@@ -49,7 +49,7 @@ func (c *Subscription) syncShards() error {
 	// The lease syncs list the leases when the group changes; a shard sync lists them only
 	// when nothing else has for listMaxAge (createLeases lists again by itself before it
 	// creates a lease missing from an older listing).
-	if c.cfg.Clock.Now().Sub(c.leases.listedAt) >= c.listMaxAge() {
+	if time.Since(c.leases.listedAt) >= c.listMaxAge() {
 		if err := c.refreshLeases(); err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func listShards(ctx context.Context, cfg Config, stream string) (map[string]type
 	shards := map[string]types.Shard{}
 	in := &awskinesis.ListShardsInput{StreamName: &stream}
 	for {
-		callCtx, cancel := clock.WithTimeout(ctx, cfg.Clock, cfg.RequestTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 		out, err := cfg.Kinesis.ListShards(callCtx, in)
 		cancel()
 		if err != nil {

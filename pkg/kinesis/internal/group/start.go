@@ -40,7 +40,7 @@ func (c *Subscription) firstSync() error {
 			return err
 		}
 		c.cfg.Logger.Info("Subscribe's first sync failed; retrying", c.logFields().Add(watermill.LogFields{"err": err, "attempt": attempt}))
-		if err := awscall.SleepOn(c.ctx, c.cfg.Clock, awscall.Backoff(attempt-1, 100*time.Millisecond, time.Second)); err != nil {
+		if err := awscall.Sleep(c.ctx, awscall.Backoff(attempt-1, 100*time.Millisecond, time.Second)); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
@@ -114,17 +113,17 @@ func (c *Subscription) logFields() watermill.LogFields {
 // the readers in order.
 func (c *Subscription) run() {
 	defer c.shutdown()
-	leaseSync := c.cfg.Clock.NewTicker(c.cfg.LeaseSyncInterval)
+	leaseSync := time.NewTicker(c.cfg.LeaseSyncInterval)
 	defer leaseSync.Stop()
-	shardSync := c.cfg.Clock.NewTicker(c.cfg.ShardSyncInterval)
+	shardSync := time.NewTicker(c.cfg.ShardSyncInterval)
 	defer shardSync.Stop()
 	// expiry fires when a lease of a worker that is not alive expires (nextExpiry), so that a
 	// crashed worker's shards move after LeaseDuration, not up to a lease sync later.
-	expiry := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	expiry := time.NewTimer(c.cfg.LeaseSyncInterval)
 	defer expiry.Stop()
 	c.armExpiry(expiry)
 	// late fires when a new reader's lease needs renewing and the reader has no iterator yet.
-	late := c.cfg.Clock.NewTimer(c.cfg.LeaseSyncInterval)
+	late := time.NewTimer(c.cfg.LeaseSyncInterval)
 	defer late.Stop()
 	for {
 		c.armLate(late)
@@ -136,7 +135,7 @@ func (c *Subscription) run() {
 			c.logIfFailed("starting a reader", err)
 			c.recheckIfNotFound(err)
 			continue
-		case <-late.C():
+		case <-late.C:
 			c.giveUpLate()
 			continue
 		case ex := <-c.exits:
@@ -164,12 +163,12 @@ func (c *Subscription) run() {
 			}
 			c.logIfFailed("starting readers", c.syncReaders())
 			c.notifyFree()
-		case <-shardSync.C():
+		case <-shardSync.C:
 			c.logIfFailed("listing shards", c.syncShards())
 			continue
-		case <-leaseSync.C():
+		case <-leaseSync.C:
 			c.logIfFailed("syncing leases", c.syncReaders())
-		case <-expiry.C():
+		case <-expiry.C:
 			c.logIfFailed("syncing leases at a lease's expiry", c.syncReaders())
 		case <-c.members.notice:
 			c.leases.soon = true
@@ -182,7 +181,7 @@ func (c *Subscription) run() {
 // callContext bounds one lease store call of the coordinator by RequestTimeout: a store that
 // hangs must not hold up lease syncs, reader exits and handoff signals for good.
 func (c *Subscription) callContext() (context.Context, context.CancelFunc) {
-	return clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RequestTimeout)
+	return context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 }
 
 // logIfFailed logs a failed coordinator step, which the next sync retries: WARN, and ERROR

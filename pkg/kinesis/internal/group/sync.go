@@ -7,7 +7,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/shard"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -33,7 +32,7 @@ func (c *Subscription) leaseSync() ([]*shard.Reader, error) {
 	c.readMembers()
 	var started []*shard.Reader
 	for pass := 0; pass < 2; pass++ {
-		now := c.cfg.Clock.Now()
+		now := time.Now()
 		v := c.view(now)
 		if pass > 0 || listDue(c.listing(v)) {
 			if err := c.refreshLeases(); err != nil {
@@ -73,12 +72,12 @@ func (c *Subscription) listing(v view) listing {
 // (nextExpiry), when that is still to come. One that has passed already is the next lease
 // sync's to list (listDue): a timer set for it again after a listing that failed would fire at
 // once, and again, for as long as the store is down.
-func (c *Subscription) armExpiry(expiry clock.Timer) {
+func (c *Subscription) armExpiry(expiry *time.Timer) {
 	expiry.Stop()
 	if !c.grouped() {
 		return
 	}
-	now := c.cfg.Clock.Now()
+	now := time.Now()
 	alive := c.aliveMembers(now)
 	if next, ok := nextExpiry(c.view(now), func(w string) bool { return slices.Contains(alive, w) }); ok && next.After(now) {
 		expiry.Reset(next.Sub(now))
@@ -160,7 +159,7 @@ func (c *Subscription) take(t takeStep) (*shard.Reader, error) {
 	if c.readers.has(l.ShardID) {
 		return nil, nil
 	}
-	takenAt := c.cfg.Clock.Now()
+	takenAt := time.Now()
 	ctx, cancel := c.callContext()
 	taken, err := c.cfg.LeaseStore.Take(ctx, l, c.cfg.WorkerID)
 	cancel()
@@ -197,7 +196,7 @@ func (c *Subscription) ask(l lease.Lease) error {
 	}
 	c.cfg.Logger.Debug("Asked for a lease to even out the group", c.logFields().Add(watermill.LogFields{"shard": l.ShardID, "owner": l.Owner}))
 	c.leases.byShard[l.ShardID] = asked
-	c.asked[l.ShardID] = handoffAsk{at: c.cfg.Clock.Now(), owner: l.Owner}
+	c.asked[l.ShardID] = handoffAsk{at: time.Now(), owner: l.Owner}
 	return nil
 }
 

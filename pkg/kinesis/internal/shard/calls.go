@@ -3,12 +3,9 @@ package shard
 import (
 	"context"
 	"errors"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
-// callContext bounds one Kinesis call of the reader by RequestTimeout, on the subscription's
-// clock. A call that outlasts it fails with a context error while r.ctx is live, which
+// callContext bounds one Kinesis call of the reader by RequestTimeout. A call that outlasts it fails with a context error while r.ctx is live, which
 // classify counts as transient.
 //
 // After calls that timed out, the next one may take longer: RequestTimeout doubles with each
@@ -19,7 +16,7 @@ import (
 // same thing again and again, each abandoned call adding to its load.
 func (r *Reader) callContext() (context.Context, context.CancelFunc) {
 	d := r.cfg.RequestTimeout << min(r.timeouts, MaxTimeoutDoublings)
-	return clock.WithTimeout(r.ctx, r.cfg.Clock, d)
+	return context.WithTimeout(r.ctx, d)
 }
 
 // MaxTimeoutDoublings caps how far callContext stretches RequestTimeout after timeouts.

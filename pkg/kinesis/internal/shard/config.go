@@ -9,7 +9,6 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -30,7 +29,6 @@ type Config struct {
 	FanOutAPI          FanOutClient
 	FanOutConsumer     string        // the consumer's name, for logs
 	FanOutRegister     time.Duration // FanOutConfig.RegisterTimeout, which bounds a re-registration
-	Clock              clock.Clock
 	Logger             watermill.LoggerAdapter
 	RequestTimeout     time.Duration
 	CloseTimeout       time.Duration

@@ -15,6 +15,6 @@
 //
 // What it may not touch: the coordinator's state (the reader table, the lease listing,
 // membership), which is package group's, and the public configuration types, which are
-// pkg/kinesis's. It imports awscall, logs, wire, the clock and lease packages, and nothing
+// pkg/kinesis's. It imports awscall, logs, wire and lease, and nothing
 // above it: group and pkg/kinesis import it, never the reverse.
 package shard

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 )
@@ -194,7 +193,7 @@ func (r *Reader) fetchPushed() error {
 func (r *Reader) awaitEvent() error {
 	events := r.push.events.Events()
 	limit := min(PushSilenceLimit, max(r.push.renewAt.Sub(r.now()), 0))
-	ctx, cancel := clock.WithTimeout(r.ctx, r.cfg.Clock, limit)
+	ctx, cancel := context.WithTimeout(r.ctx, limit)
 	defer cancel()
 	var ev types.SubscribeToShardEventStream
 	var open bool
@@ -348,7 +347,7 @@ func (r *Reader) consumerGone(cause error, what string) error {
 	if stale == "" {
 		stale = r.cfg.FanOut.ARN()
 	}
-	ctx, cancel := clock.WithTimeout(r.ctx, r.cfg.Clock, r.cfg.FanOutRegister+r.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.FanOutRegister+r.cfg.RequestTimeout)
 	defer cancel()
 	var arn string
 	err, stop := r.callOut(ctx, cancel, func(ctx context.Context) (err error) {

@@ -10,7 +10,6 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/envelope"
 )
 
@@ -37,7 +36,7 @@ func BenchmarkFetchDecode(b *testing.B) {
 	for _, ordering := range []Ordering{Unordered, OrderByKey} {
 		b.Run(map[Ordering]string{Unordered: "unordered", OrderByKey: "by-key"}[ordering], func(b *testing.B) {
 			cfg := &Config{
-				Stream: "bench", Client: answerClient{answer}, Clock: clock.Real(),
+				Stream: "bench", Client: answerClient{answer},
 				RequestTimeout: time.Minute, GetRecordsLimit: 10000,
 				MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 30,
 				MaxInFlight: batch, Ordering: ordering, Unmarshaler: envelopeUnmarshaler{},

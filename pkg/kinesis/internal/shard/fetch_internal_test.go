@@ -9,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 )
 
 // TestFetchMarksABacklog: a read counts as a backlog, whose next read skips the ramp, only
@@ -34,7 +32,7 @@ func TestFetchMarksABacklog(t *testing.T) {
 				recs[i] = types.Record{SequenceNumber: aws.String(strconv.Itoa(100 + i)), PartitionKey: aws.String("k"), Data: []byte("x")}
 			}
 			out := &awskinesis.GetRecordsOutput{Records: recs, NextShardIterator: aws.String("next"), MillisBehindLatest: aws.Int64(tc.behind)}
-			cfg := &Config{Stream: "s", Client: answerClient{out}, Clock: clock.Real(), Logger: watermill.NopLogger{},
+			cfg := &Config{Stream: "s", Client: answerClient{out}, Logger: watermill.NopLogger{},
 				RequestTimeout: time.Minute, GetRecordsLimit: 10000, MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 30}
 			r := testReader(t.Context(), cfg, nil, nil, time.Time{})
 			r.iterator = "it"

@@ -59,7 +59,7 @@ func (r *Reader) initIterator() error {
 			} else {
 				r.cfg.Logger.Info(r.openingWhat()+" failed; retrying", r.LogFields().Add(watermill.LogFields{"err": err}))
 			}
-			if err := awscall.SleepOn(r.ctx, r.cfg.Clock, wait); err != nil {
+			if err := awscall.Sleep(r.ctx, wait); err != nil {
 				return err
 			}
 		case awscall.Fatal:

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -97,7 +96,7 @@ func (r *Reader) beginHandoff() {
 }
 
 // leaseCall runs one lease store call for the reader, bounded by storeTimeout and, unless the
-// reader is paused already, by its stop point on the subscription's clock: a store that hangs
+// reader is paused already, by its stop point: a store that hangs
 // must not hold the reader, still delivering, past the point where it has to pause. Past the
 // stop point the call is cancelled and fails; the reader pauses and tries again.
 func (r *Reader) leaseCall(parent context.Context, call func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
@@ -114,7 +113,7 @@ func (r *Reader) leaseCall(parent context.Context, call func(context.Context) (l
 			limit, byStop = untilStop, true
 		}
 	}
-	ctx, cancel := clock.WithTimeout(parent, r.cfg.Clock, limit)
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	l, err := call(ctx)
 	if err != nil && byStop && ctx.Err() != nil && parent.Err() == nil {

@@ -210,10 +210,10 @@ func (r *Reader) wakeAt(at time.Time) <-chan time.Time {
 	}
 	switch {
 	case r.wake == nil:
-		r.wake = r.cfg.Clock.NewTimer(at.Sub(r.now()))
+		r.wake = time.NewTimer(at.Sub(r.now()))
 	case !at.Equal(r.wakeArmed):
 		r.wake.Reset(at.Sub(r.now()))
 	}
 	r.wakeArmed = at
-	return r.wake.C()
+	return r.wake.C
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -11,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -19,8 +19,9 @@ import (
 // after a record the Unmarshaler rejected (the PoisonHandler, the application's, may do I/O)
 // and, under a lease, once a lease step is due, so that the application's decoding never
 // holds a renewal back for a whole run.
+//
+// In a synctest bubble: the reader reads the time with time.Now, and the test moves it.
 func TestPrepareRunStops(t *testing.T) {
-	start := time.Unix(1_800_000_000, 0)
 	for _, tc := range []struct {
 		name      string
 		poisonAt  int  // index of the record the Unmarshaler rejects; -1: none
@@ -34,31 +35,33 @@ func TestPrepareRunStops(t *testing.T) {
 		{"a whole run under a lease with nothing due", -1, true, prepareRunLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clock.NewFake(start)
-			cfg := &Config{
-				Stream: "s", Clock: clk, Logger: watermill.NopLogger{}, MaxInFlight: 1, MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 30,
-				LeaseDuration: 10 * time.Second, LeaseRenewInterval: 2 * time.Second, CheckpointInterval: time.Minute,
-				Unmarshaler: rejectAt{tc.poisonAt},
-				Poison:      func(p PoisonRecord) (*message.Message, error) { return message.NewMessage("p", p.Data), nil },
-			}
-			var held *lease.Lease
-			if tc.leased {
-				held = &lease.Lease{ShardID: testShard, Generation: 1}
-			}
-			r := testReader(t.Context(), cfg, nil, held, start)
-			if tc.leased {
-				r.renewAt, r.checkpointAt = start.Add(time.Second), start.Add(time.Minute)
-				if tc.wantReady == 1 {
-					clk.Advance(time.Second) // the renewal is due once the first record is prepared
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				cfg := &Config{
+					Stream: "s", Logger: watermill.NopLogger{}, MaxInFlight: 1, MaxBufferedRecords: 10000, MaxBufferedBytes: 1 << 30,
+					LeaseDuration: 10 * time.Second, LeaseRenewInterval: 2 * time.Second, CheckpointInterval: time.Minute,
+					Unmarshaler: rejectAt{tc.poisonAt},
+					Poison:      func(p PoisonRecord) (*message.Message, error) { return message.NewMessage("p", p.Data), nil },
 				}
-			}
-			for i := range 20 {
-				r.batch = append(r.batch, types.Record{SequenceNumber: aws.String(strconv.Itoa(100 + i)), PartitionKey: aws.String("k"), Data: []byte("x")})
-			}
-			r.prepareRun()
-			if got := len(r.window); got != tc.wantReady {
-				t.Errorf("prepared %d records, want %d", got, tc.wantReady)
-			}
+				var held *lease.Lease
+				if tc.leased {
+					held = &lease.Lease{ShardID: testShard, Generation: 1}
+				}
+				r := testReader(t.Context(), cfg, nil, held, start)
+				if tc.leased {
+					r.renewAt, r.checkpointAt = start.Add(time.Second), start.Add(time.Minute)
+					if tc.wantReady == 1 {
+						time.Sleep(time.Second) // the renewal is due once the first record is prepared
+					}
+				}
+				for i := range 20 {
+					r.batch = append(r.batch, types.Record{SequenceNumber: aws.String(strconv.Itoa(100 + i)), PartitionKey: aws.String("k"), Data: []byte("x")})
+				}
+				r.prepareRun()
+				if got := len(r.window); got != tc.wantReady {
+					t.Errorf("prepared %d records, want %d", got, tc.wantReady)
+				}
+			})
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/logs"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
@@ -80,7 +79,7 @@ type Reader struct {
 	windowState           // window.go: the in-flight window and the watermark
 	leaseState            // lease.go: renewal, checkpoint, handoff and pause timing
 	push        pushState // fanout.go: the SubscribeToShard subscription, with enhanced fan-out
-	wake        clock.Timer
+	wake        *time.Timer
 	wakeArmed   time.Time    // what wake is set for; zero once it fired and was received
 	watch       *settleWatch // watch.go: settlements of the messages out; nil at MaxInFlight 1
 	health      readerHealth // health.go: what Subscriber.Health sees of this reader
@@ -104,7 +103,7 @@ func New(cfg *Config, links *Links, metrics Metrics, shardID string, start Start
 	if cfg.MaxInFlight > 1 {
 		r.watch = newSettleWatch(cfg.MaxInFlight)
 	}
-	r.health.started = cfg.Clock.Now()
+	r.health.started = time.Now()
 	if held != nil {
 		r.leased, r.generation, r.renewed = true, held.Generation, takenAt
 	}
@@ -128,8 +127,9 @@ func (r *Reader) Finished() <-chan struct{} { return r.finished }
 // still its own, releases it. It never blocks.
 func (r *Reader) Stop() { r.cancel() }
 
-// now reads the subscription's clock.
-func (r *Reader) now() time.Time { return r.cfg.Clock.Now() }
+// now is time.Now: one name for the reader's reading of the time (fake in a testing/synctest
+// bubble).
+func (r *Reader) now() time.Time { return time.Now() }
 
 // RequestHandoff tells the reader, from the coordinator, that another worker asked for its
 // lease. It never blocks.

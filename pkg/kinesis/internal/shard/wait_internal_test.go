@@ -9,7 +9,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/clock"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -33,7 +32,7 @@ func TestWaitPutsSignalsBeforeTheSend(t *testing.T) {
 				out := make(chan *message.Message)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				cfg := &Config{Stream: "s", Clock: clock.Real(), MaxInFlight: 1, HandoffTimeout: time.Second}
+				cfg := &Config{Stream: "s", MaxInFlight: 1, HandoffTimeout: time.Second}
 				r := testReader(ctx, cfg, out, &lease.Lease{ShardID: testShard, Generation: 1}, time.Now())
 				d := &delivery{msg: message.NewMessage("u", nil), state: stateWaiting}
 				d.ctx = &d.first
@@ -69,50 +68,66 @@ func TestWaitPutsSignalsBeforeTheSend(t *testing.T) {
 // TestFanOutHandoverWaitsForTheTakeover: with fan-out, a reader asked for its lease hands it
 // over no sooner than SubscriptionTakeover after its subscription, since Kinesis refuses the
 // next owner's until then; a polling reader hands over as soon as nothing is unsettled.
+//
+// In a synctest bubble: the reader reads the time with time.Now, which stands still there.
 func TestFanOutHandoverWaitsForTheTakeover(t *testing.T) {
-	start := time.Unix(1_800_000_000, 0)
 	for _, tc := range []struct {
 		name       string
 		fanOut     bool
 		subscribed time.Duration // before the request: the last subscription made
 		sent       time.Duration // before the request: the last SubscribeToShard sent; 0: none
-		retry      time.Time     // a retry already set by a failed Handoff call
-		wantRetry  time.Time
+		retry      time.Duration // after the request: a retry already set by a failed Handoff call; 0: none
+		wantRetry  time.Duration // after the request; 0: none
 	}{
-		{"polling", false, 0, 0, time.Time{}, time.Time{}},
-		{"fan-out, subscribed 1 s ago", true, time.Second, 0, time.Time{}, start.Add(SubscriptionTakeover - time.Second)},
-		{"fan-out, subscribed long ago", true, time.Minute, 0, time.Time{}, time.Time{}},
-		{"fan-out, a subscription call out", true, time.Minute, time.Second / 2, time.Time{}, start.Add(SubscriptionTakeover - time.Second/2)},
-		{"fan-out, a later retry kept", true, time.Second, 0, start.Add(time.Hour), start.Add(time.Hour)},
+		{"polling", false, 0, 0, 0, 0},
+		{"fan-out, subscribed 1 s ago", true, time.Second, 0, 0, SubscriptionTakeover - time.Second},
+		{"fan-out, subscribed long ago", true, time.Minute, 0, 0, 0},
+		{"fan-out, a subscription call out", true, time.Minute, time.Second / 2, 0, SubscriptionTakeover - time.Second/2},
+		{"fan-out, a later retry kept", true, time.Second, 0, time.Hour, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &Config{Stream: "s", Clock: clock.NewFake(start), MaxInFlight: 1, HandoffTimeout: 10 * time.Second}
-			if tc.fanOut {
-				cfg.FanOut = fixedConsumer("arn")
-			}
-			r := &Reader{cfg: cfg}
-			r.handoffRetry = tc.retry
-			if tc.fanOut {
-				r.push.subscribedAt = start.Add(-tc.subscribed)
-				if tc.sent > 0 {
-					r.push.subscribeSentAt = start.Add(-tc.sent)
-				}
-			}
-			r.beginHandoff()
-			if !r.handoffRetry.Equal(tc.wantRetry) {
-				t.Errorf("handoffRetry = %v, want %v", r.handoffRetry, tc.wantRetry)
-			}
-			v := readerView{now: start, leased: true, stopAt: start.Add(time.Hour), renewAt: start.Add(time.Hour),
-				checkpointAt: start.Add(time.Hour), handingOff: true, handoffBy: r.handoffBy, handoffRetry: r.handoffRetry,
-				holdLimit: 100, maxInFlight: 1}
-			s := decide(v)
-			if got, want := s.do, map[bool]action{true: actWait, false: actHandOver}[tc.wantRetry.After(start)]; got != want {
-				t.Errorf("decide = %v, want %v", got, want)
-			}
-			if s.do == actWait && !s.until.Equal(tc.wantRetry) {
-				t.Errorf("decide wakes at %v, want %v (when the lease may go over)", s.until, tc.wantRetry)
-			}
+			synctest.Test(t, func(t *testing.T) { testFanOutHandover(t, tc.fanOut, tc.subscribed, tc.sent, tc.retry, tc.wantRetry) })
 		})
+	}
+}
+
+// testFanOutHandover is one case of TestFanOutHandoverWaitsForTheTakeover, at the bubble's
+// time. Durations are from the request: subscribed and sent before it, retry and want after
+// it (0: none).
+func testFanOutHandover(t *testing.T, fanOut bool, subscribed, sent, retry, want time.Duration) {
+	start := time.Now()
+	after := func(d time.Duration) time.Time { // the zero time for 0
+		if d == 0 {
+			return time.Time{}
+		}
+		return start.Add(d)
+	}
+	cfg := &Config{Stream: "s", MaxInFlight: 1, HandoffTimeout: 10 * time.Second}
+	if fanOut {
+		cfg.FanOut = fixedConsumer("arn")
+	}
+	r := &Reader{cfg: cfg}
+	r.handoffRetry = after(retry)
+	if fanOut {
+		r.push.subscribedAt = start.Add(-subscribed)
+		if sent > 0 {
+			r.push.subscribeSentAt = start.Add(-sent)
+		}
+	}
+	r.beginHandoff()
+	wantRetry := after(want)
+	if !r.handoffRetry.Equal(wantRetry) {
+		t.Errorf("handoffRetry = %v, want %v", r.handoffRetry, wantRetry)
+	}
+	v := readerView{now: start, leased: true, stopAt: start.Add(time.Hour), renewAt: start.Add(time.Hour),
+		checkpointAt: start.Add(time.Hour), handingOff: true, handoffBy: r.handoffBy, handoffRetry: r.handoffRetry,
+		holdLimit: 100, maxInFlight: 1}
+	s := decide(v)
+	if got, want := s.do, map[bool]action{true: actWait, false: actHandOver}[wantRetry.After(start)]; got != want {
+		t.Errorf("decide = %v, want %v", got, want)
+	}
+	if s.do == actWait && !s.until.Equal(wantRetry) {
+		t.Errorf("decide wakes at %v, want %v (when the lease may go over)", s.until, wantRetry)
 	}
 }
 
