@@ -121,15 +121,7 @@ func NewDynamoDBStore(ctx context.Context, cfg DynamoDBConfig) (*DynamoDBStore, 
 		return nil, fmt.Errorf("invalid DynamoDB lease store config: %w", err)
 	}
 	s := &DynamoDBStore{client: cfg.Client, table: cfg.TableName}
-	spec := dynamoDBTableSpec(cfg)
-	spec.Missing = func() error {
-		return &TableNotFoundError{
-			Table:         cfg.TableName,
-			KeySchema:     fmt.Sprintf("partition key %q, sort key %q, both strings", attrPK, attrShardID),
-			CreateSetting: "DynamoDBConfig.CreateTable",
-		}
-	}
-	desc, err := dynamo.PrepareTable(ctx, spec)
+	desc, err := dynamo.PrepareTable(ctx, dynamoDBTableSpec(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,13 @@ func dynamoDBTableSpec(cfg DynamoDBConfig) dynamo.TableSpec {
 				{AttributeName: aws.String(attrShardID), KeyType: types.KeyTypeRange},
 			},
 		},
-		NotFound: ErrTableNotFound,
-		MissingHint: fmt.Sprintf("create it (partition key %q, sort key %q, both strings) or set DynamoDBConfig.CreateTable",
-			attrPK, attrShardID),
+		Missing: func() error {
+			return &TableNotFoundError{
+				Table:         cfg.TableName,
+				KeySchema:     fmt.Sprintf("partition key %q, sort key %q, both strings", attrPK, attrShardID),
+				CreateSetting: "DynamoDBConfig.CreateTable",
+			}
+		},
 		TimeoutSetting: "DynamoDBConfig.CreateTableTimeout",
 	}
 }

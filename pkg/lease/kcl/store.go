@@ -245,8 +245,10 @@ func kclTableSpec(cfg Config) dynamo.TableSpec {
 			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(kclLeaseKey), AttributeType: types.ScalarAttributeTypeS}},
 			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(kclLeaseKey), KeyType: types.KeyTypeHash}},
 		},
-		NotFound:       lease.ErrTableNotFound,
-		MissingHint:    "a KCL application's lease table is named after the application; check kcl.Config.TableName and the region, or, for a new table in the KCL's layout, set kcl.Config.CreateLeaseTable",
+		Missing: func() error {
+			return fmt.Errorf("%w: DynamoDB table %q does not exist; a KCL application's lease table is named after the application; "+
+				"check kcl.Config.TableName and the region, or, for a new table in the KCL's layout, set kcl.Config.CreateLeaseTable", lease.ErrTableNotFound, cfg.TableName)
+		},
 		TimeoutSetting: "kcl.Config.CreateTableTimeout",
 	}
 }

@@ -79,14 +79,9 @@ type TableSpec struct {
 	AllowCreate bool
 	Timeout     time.Duration
 	CreateInput *dynamodb.CreateTableInput
-	// Missing, if set, is the error of a missing table that may not be created, so that a store
-	// can return an error of its own type, which callers read the table's name and the fix
-	// from. Without it, that error wraps NotFound and ends with MissingHint.
+	// Missing is the error of a missing table that may not be created, in the store's own
+	// type and words (what to do about it).
 	Missing func() error
-	// NotFound is wrapped by the error of a missing table that may not be created.
-	NotFound error
-	// MissingHint ends that error: what to do.
-	MissingHint string
 	// TimeoutSetting names the setting that bounds the wait, for its error.
 	TimeoutSetting string
 }
@@ -106,11 +101,8 @@ func PrepareTable(ctx context.Context, spec TableSpec) (*types.TableDescription,
 		return nil, err
 	}
 	if desc == nil {
-		switch {
-		case !spec.AllowCreate && spec.Missing != nil:
+		if !spec.AllowCreate {
 			return nil, spec.Missing()
-		case !spec.AllowCreate:
-			return nil, fmt.Errorf("%w: DynamoDB table %q does not exist; %s", spec.NotFound, spec.Name, spec.MissingHint)
 		}
 		waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout)
 		defer cancel()
