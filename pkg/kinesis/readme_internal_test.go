@@ -224,7 +224,7 @@ func readmeDefaultValue(cell string) string {
 }
 
 // readmeDefault renders a default as the configuration tables write it, or reports false for a
-// value they describe in words (a client, a clock, a generated worker id).
+// value they describe in words (a client, a generated worker id).
 func readmeDefault(v reflect.Value) (string, bool) {
 	switch x := v.Interface().(type) {
 	case time.Duration:
