@@ -20,6 +20,7 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl"
 	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/kclref"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // kclUserRecord is one user record of the stream as both the KCL and this driver deliver it.
@@ -58,15 +59,15 @@ func kclCreateStream(t *testing.T, env *liveEnv) kclStream {
 	ctx, cancel := context.WithTimeout(context.Background(), itWait)
 	defer cancel()
 	s := shards[2]
-	lo, hi := hashKeyOf(s.HashKeyRange.StartingHashKey), hashKeyOf(s.HashKeyRange.EndingHashKey)
+	lo, hi := streams.HashKey(s.HashKeyRange.StartingHashKey), streams.HashKey(s.HashKeyRange.EndingHashKey)
 	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
 	if _, err := client.SplitShard(ctx, &awskinesis.SplitShardInput{
 		StreamName: &name, ShardToSplit: s.ShardId, NewStartingHashKey: aws.String(mid.String()),
 	}); err != nil {
 		t.Fatalf("splitting %s: %v", *s.ShardId, err)
 	}
-	waitActive(ctx, t, client, name)
-	all, err := listAllShards(ctx, client, name)
+	streams.WaitActive(ctx, t, client, name)
+	all, err := streams.ListAll(ctx, client, name)
 	if err != nil {
 		t.Fatal(err)
 	}

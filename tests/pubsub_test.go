@@ -1,8 +1,6 @@
 package tests_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // backend is one in-memory Kinesis and one lease store shared by every publisher and
@@ -106,42 +105,13 @@ func TestPubSubSingleShardOrdered(t *testing.T) {
 func TestPubSubFanOut(t *testing.T) {
 	b := newBackend(4)
 	b.fanOut = true
-	calls := countOps(b.client.(*memlog.Log))
-	t.Cleanup(func() { calls.noPolling(t) }) // after the suite's parallel tests
+	calls := streams.CountOps(b.client.(*memlog.Log))
+	t.Cleanup(func() { calls.NoPolling(t) }) // after the suite's parallel tests
 	tests.TestPubSub(t,
 		tests.Features{ConsumerGroups: true, Persistent: true},
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
 		b.pubSub,
 	)
-}
-
-// opCounts counts a memlog's calls by operation, through its fault hook.
-type opCounts struct {
-	mu  sync.Mutex
-	ops map[string]int
-}
-
-// countOps installs a counting fault hook on log.
-func countOps(log *memlog.Log) *opCounts {
-	c := &opCounts{ops: map[string]int{}}
-	log.SetFault(func(_ context.Context, call memlog.Call) error {
-		c.mu.Lock()
-		c.ops[call.Op]++
-		c.mu.Unlock()
-		return nil
-	})
-	return c
-}
-
-// noPolling fails the test unless every read was pushed: no GetRecords, some subscriptions.
-func (c *opCounts) noPolling(t *testing.T) {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ops["GetRecords"] != 0 || c.ops["SubscribeToShard"] == 0 {
-		t.Errorf("GetRecords=%d SubscribeToShard=%d: grouped subscribers with FanOut must read every shard through subscriptions, none by polling",
-			c.ops["GetRecords"], c.ops["SubscribeToShard"])
-	}
 }
 
 // TestPubSubNoGroup: without a consumer group every subscriber reads every shard from the

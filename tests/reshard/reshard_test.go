@@ -1,4 +1,4 @@
-package tests_test
+package reshard_test
 
 import (
 	"context"
@@ -15,12 +15,15 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // reshardAPI is what a resharding scenario needs of Kinesis: the driver's calls and the three
@@ -51,7 +54,7 @@ func splitLowest() reshardStep {
 			return err
 		}
 		s := open[0]
-		lo, hi := hashKeyOf(s.HashKeyRange.StartingHashKey), hashKeyOf(s.HashKeyRange.EndingHashKey)
+		lo, hi := streams.HashKey(s.HashKeyRange.StartingHashKey), streams.HashKey(s.HashKeyRange.EndingHashKey)
 		mid := new(big.Int).Add(lo, hi)
 		mid.Rsh(mid, 1)
 		mid.Add(mid, big.NewInt(1))
@@ -88,34 +91,9 @@ func updateShardCount(n int32) reshardStep {
 	}}
 }
 
-func hashKeyOf(s *string) *big.Int {
-	v, _ := new(big.Int).SetString(aws.ToString(s), 10)
-	if v == nil {
-		v = new(big.Int)
-	}
-	return v
-}
-
-// listAllShards lists every shard of the stream, open and closed, following NextToken.
-func listAllShards(ctx context.Context, api kinesis.KinesisAPI, stream string) ([]types.Shard, error) {
-	var all []types.Shard
-	in := &awskinesis.ListShardsInput{StreamName: &stream}
-	for {
-		out, err := api.ListShards(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, out.Shards...)
-		if aws.ToString(out.NextToken) == "" {
-			return all, nil
-		}
-		in = &awskinesis.ListShardsInput{NextToken: out.NextToken}
-	}
-}
-
 // openShards are the stream's open shards, by starting hash key.
 func openShards(ctx context.Context, api kinesis.KinesisAPI, stream string) ([]types.Shard, error) {
-	all, err := listAllShards(ctx, api, stream)
+	all, err := streams.ListAll(ctx, api, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -126,29 +104,9 @@ func openShards(ctx context.Context, api kinesis.KinesisAPI, stream string) ([]t
 		}
 	}
 	sort.Slice(open, func(i, j int) bool {
-		return hashKeyOf(open[i].HashKeyRange.StartingHashKey).Cmp(hashKeyOf(open[j].HashKeyRange.StartingHashKey)) < 0
+		return streams.HashKey(open[i].HashKeyRange.StartingHashKey).Cmp(streams.HashKey(open[j].HashKeyRange.StartingHashKey)) < 0
 	})
 	return open, nil
-}
-
-// waitActive waits until a reshard has finished: kinesis-local takes the stream through
-// UPDATING even with no configured delay (memlog is ACTIVE at once). There is no signal to
-// wait on, so this polls, with a deadline.
-func waitActive(ctx context.Context, t *testing.T, api kinesis.KinesisAPI, stream string) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		out, err := api.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("stream %s did not become ACTIVE: %v (last error: %v)", stream, ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
 }
 
 // reshardScenario is a steady keyed load on a stream that is resharded while a consumer group
@@ -340,7 +298,7 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 	if _, err := sc.api.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &sc.shards}); err != nil {
 		t.Fatal(err)
 	}
-	waitActive(ctx, t, sc.api, stream)
+	streams.WaitActive(ctx, t, sc.api, stream)
 	ledger := newReshardLedger(sc.keys)
 
 	var subs []*kinesis.Subscriber
@@ -438,7 +396,7 @@ func (sc reshardScenario) run(t *testing.T) reshardReport {
 		if err := step.do(ctx, sc.api, stream); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		waitActive(ctx, t, sc.api, stream)
+		streams.WaitActive(ctx, t, sc.api, stream)
 		open, err := openShards(ctx, sc.api, stream)
 		if err != nil {
 			t.Fatal(err)
@@ -496,7 +454,7 @@ func (sc reshardScenario) check(ctx context.Context, t *testing.T, stream, group
 		t.Errorf("one instance, no lease lost: %d records redelivered", rep.redelivered)
 	}
 
-	all, err := listAllShards(ctx, sc.api, stream)
+	all, err := streams.ListAll(ctx, sc.api, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,14 +604,14 @@ func TestReshardMemlogFanOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			log := memlog.New(memlog.Config{})
-			calls := countOps(log)
+			calls := streams.CountOps(log)
 			rep := reshardScenario{
 				api: log, leases: lease.NewMemoryStore(),
 				shards: 2, instances: tc.instances, keys: 16,
 				round: 2 * time.Millisecond, perStep: 2000, steps: tc.steps, timeout: 2 * time.Minute,
 				fanOut: true,
 			}.run(t)
-			calls.noPolling(t)
+			calls.NoPolling(t)
 			t.Logf("memlog fan-out %s: %s", tc.name, rep)
 		})
 	}
@@ -663,16 +621,30 @@ func TestReshardMemlogFanOut(t *testing.T) {
 // which implements ChildShards and UpdateShardCount, with the leases in DynamoDB (dynalite).
 func TestLiveReshardKinesisMock(t *testing.T) {
 	endpoint := os.Getenv("KINESIS_MOCK_ENDPOINT")
-	if endpoint == "" {
-		t.Skip("KINESIS_MOCK_ENDPOINT is not set: run `make test`, which starts kinesis-local")
+	if endpoint == "" || os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" {
+		t.Skip("KINESIS_MOCK_ENDPOINT or AWS_ENDPOINT_URL_DYNAMODB is not set: run `make test`, which starts kinesis-local and dynalite")
 	}
-	env := newLiveEnv(t)
-	client := awskinesis.NewFromConfig(env.awsConfig, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	// The region, keys and dynalite's address come from the environment the emulator script
+	// sets; kinesis-local is a second Kinesis, so its client is pointed at it by hand.
+	cfg, err := config.LoadDefaultConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := awskinesis.NewFromConfig(cfg, func(o *awskinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	leaseStore := func(t *testing.T) lease.Store {
+		store, err := lease.NewDynamoDBStore(t.Context(), lease.DynamoDBConfig{
+			Client: dynamodb.NewFromConfig(cfg), TableName: "leases-" + watermill.NewShortUUID(), CreateTable: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store
+	}
 	for _, tc := range reshardCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rep := reshardScenario{
-				api: client, leases: env.leaseStore(t, newCallCounter()),
+				api: client, leases: leaseStore(t),
 				shards: 2, instances: tc.instances, keys: 16,
 				round: 50 * time.Millisecond, perStep: 300, steps: tc.steps, timeout: 3 * time.Minute,
 			}.run(t)
