@@ -336,7 +336,9 @@ func biRows() []biRow {
 		{name: "PublisherConfig: every number zero means its default (no error)",
 			call: biNewPublisher(biPub(nil))},
 		{name: "PublisherConfig.Validate by hand: AWSConfig and no Client (no error)",
-			call: func(*testing.T, *biWorld) error { return kinesis.PublisherConfig{AWSConfig: &aws.Config{Region: "eu-west-1"}}.Validate() }},
+			call: func(*testing.T, *biWorld) error {
+				return kinesis.PublisherConfig{AWSConfig: &aws.Config{Region: "eu-west-1"}}.Validate()
+			}},
 		{name: "PublisherConfig.Validate by hand: AWSConfig with no region and no endpoint",
 			call:  func(*testing.T, *biWorld) error { return kinesis.PublisherConfig{AWSConfig: &aws.Config{}}.Validate() },
 			lines: []string{"kinesis: PublisherConfig: the Kinesis client has no region and no endpoint, so no call can reach Kinesis; set AWS_REGION (or region in the AWS profile, or aws.Config.Region), or, for a local Kinesis, AWS_ENDPOINT_URL_KINESIS"}},
@@ -438,7 +440,9 @@ func biRows() []biRow {
 		{name: "SubscriberConfig.Validate by hand: only Client set (no error)",
 			call: func(_ *testing.T, w *biWorld) error { return kinesis.SubscriberConfig{Client: w.log}.Validate() }},
 		{name: "SubscriberConfig.Validate by hand: AWSConfig and no Client (no error)",
-			call: func(*testing.T, *biWorld) error { return kinesis.SubscriberConfig{AWSConfig: &aws.Config{Region: "eu-west-1"}}.Validate() }},
+			call: func(*testing.T, *biWorld) error {
+				return kinesis.SubscriberConfig{AWSConfig: &aws.Config{Region: "eu-west-1"}}.Validate()
+			}},
 
 		// Partition keys.
 		{name: "partition key: empty (metadata field set to \"\")",
