@@ -209,6 +209,7 @@ func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) 
 	if err := cfg.Validate(); err != nil {
 		return GroupReport{}, fmt.Errorf("kinesis: invalid InspectConfig: %w", err)
 	}
+	cfg.Client = oneRetryLayer(cfg.Client)
 	shards, err := inspectListShards(ctx, cfg)
 	if err != nil {
 		return GroupReport{}, err

@@ -55,8 +55,10 @@ func validatePartitionKey(key string) error {
 }
 
 // maxEnsureFailures is how many DescribeStreamSummary calls in a row may fail for throttling or
-// a transient error before ensureStream reports the error.
-const maxEnsureFailures = 4
+// a transient error before ensureStream reports the error: with the backoff below (up to 1 s),
+// 3 to 6 s of a Kinesis that does not answer, or of an account over DescribeStreamSummary's
+// 20 calls per second, as a fleet starting at once is.
+const maxEnsureFailures = awscall.FailuresBeforeError
 
 // streamReadyTimeout bounds the wait for a stream to become ACTIVE (AWS takes under a minute).
 const streamReadyTimeout = 3 * time.Minute
@@ -77,7 +79,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		out, err := client.DescribeStreamSummary(callCtx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		cancel()
 		if c := awscall.Classify(ctx, err); err != nil && (c == awscall.Transient || c == awscall.Throttled) {
-			// The SDK has retried this call already; a few more rounds ride out a blip,
+			// The SDK does not retry (sdk.go): these rounds ride out a blip or throttling,
 			// but a Kinesis that cannot be reached is reported, not waited for.
 			failures++
 			lastErr = err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -56,6 +57,11 @@ func Classify(ctx context.Context, err error) Class {
 		respErr    *smithyhttp.ResponseError
 		sendErr    *smithyhttp.RequestSendError
 		decodeErr  *smithy.DeserializationError
+		encodeErr  *smithy.SerializationError
+		paramsErr  *smithy.InvalidParamsError
+		opErr      *smithy.OperationError
+		noRegion   *aws.MissingRegionError
+		noEndpoint *aws.EndpointNotFoundError
 		apiErr     smithy.APIError
 		netErr     net.Error
 	)
@@ -87,11 +93,16 @@ func Classify(ctx context.Context, err error) Class {
 	// The transport failed: connection refused or reset, DNS, a body cut short.
 	case errors.As(err, &sendErr), errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
 		return Transient
-	case errors.As(err, &decodeErr):
-		return Fatal
+	case errors.As(err, &decodeErr), errors.As(err, &encodeErr), errors.As(err, &paramsErr),
+		errors.As(err, &respErr), errors.As(err, &noRegion), errors.As(err, &noEndpoint):
+		return Fatal // an answer it cannot read, a request it cannot make, a 4xx
+	case errors.As(err, &opErr):
+		// An SDK call that failed in no way above: the transport's own errors that are not
+		// net.Errors (an HTTP/2 stream reset or GOAWAY while a body is read) end up here,
+		// and they pass.
+		return Transient
 	}
-	// Anything else (*smithy.SerializationError, *smithy.InvalidParamsError, an error of a
-	// client that is not the SDK's) will fail the same way again.
+	// An error of a client that is not the SDK's will fail the same way again.
 	return Fatal
 }
 

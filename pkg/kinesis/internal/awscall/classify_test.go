@@ -101,8 +101,11 @@ func TestClassify(t *testing.T) {
 		{op(&SetupError{Service: "Kinesis", Stage: StageCredentials, Err: fmt.Errorf("get identity: %w",
 			&smithy.OperationError{ServiceID: "ec2imds", Err: &smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial"}}})}), Fatal},
 		{op(&SetupError{Service: "Kinesis", Stage: StageEndpoint, Err: errors.New("failed to resolve service endpoint")}), Fatal},
-		// An SDK error type the driver does not know: it will fail again the same way.
-		{op(errors.New("something new")), Fatal},
+		// An SDK call that failed in no known way, like an HTTP/2 stream reset (net/http's
+		// http2StreamError is no net.Error): the transport's, it passes.
+		{op(errors.New("stream error: stream ID 3; INTERNAL_ERROR")), Transient},
+		// An error of a client that is not the SDK's: it will fail again the same way.
+		{errors.New("something new"), Fatal},
 	}
 	for _, tt := range tests {
 		if got := Classify(context.Background(), tt.err); got != tt.want {

@@ -2,6 +2,7 @@ package awscall
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -46,6 +47,11 @@ func (e *SetupError) Error() string {
 // Unwrap returns the SDK's error.
 func (e *SetupError) Unwrap() error { return e.Err }
 
+// RetryableError tells an SDK retryer (the lease store's DynamoDB client keeps the SDK's) not
+// to try again: the credential chain's own connection errors inside would otherwise be retried,
+// with backoff, before the error that says what to set comes out.
+func (e *SetupError) RetryableError() bool { return false }
+
 // Hint says what to set for the stage that failed.
 func (e *SetupError) Hint() string {
 	switch e.Stage {
@@ -86,12 +92,25 @@ func ExplainSetup(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			reached := new(Stage)
 			out, md, err := next.HandleInitialize(context.WithValue(ctx, stageKey{}, reached), in)
-			if err != nil && *reached < StageSent && ctx.Err() == nil {
-				err = &SetupError{Service: serviceOf(ctx), Stage: *reached, Err: err}
-			}
-			return out, md, err
+			return out, md, explain(ctx, *reached, err)
 		}), middleware.Before); err != nil {
 		return err
+	}
+	// Each attempt of the SDK's retryer starts past serialisation; its pre-send failure is
+	// explained inside the retry loop, so that the retryer sees a SetupError and stops.
+	if _, ok := stack.Finalize.Get("Retry"); ok {
+		if err := stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("watermillKinesisAttempt",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				reached, ok := ctx.Value(stageKey{}).(*Stage)
+				if !ok {
+					return next.HandleFinalize(ctx, in)
+				}
+				*reached = StageCredentials
+				out, md, err := next.HandleFinalize(ctx, in)
+				return out, md, explain(ctx, *reached, err)
+			}), "Retry", middleware.After); err != nil {
+			return err
+		}
 	}
 	for _, m := range []struct {
 		after string
@@ -105,6 +124,16 @@ func ExplainSetup(stack *middleware.Stack) error {
 		}
 	}
 	return stack.Finalize.Add(marker(StageSent), middleware.After)
+}
+
+// explain makes err, of a call that reached stage, a *SetupError if it failed before it was
+// sent (and is not one already, and is not the caller giving up).
+func explain(ctx context.Context, stage Stage, err error) error {
+	var already *SetupError
+	if err == nil || stage >= StageSent || ctx.Err() != nil || errors.As(err, &already) {
+		return err
+	}
+	return &SetupError{Service: serviceOf(ctx), Stage: stage, Err: err}
 }
 
 // serviceOf is the SDK's service name of the call ("Kinesis", "DynamoDB").

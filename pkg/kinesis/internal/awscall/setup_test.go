@@ -3,13 +3,16 @@ package awscall
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // sends counts the requests that reached the HTTP client and fails each with a transport error.
@@ -62,5 +65,31 @@ func TestExplainSetup(t *testing.T) {
 				t.Fatalf("Classify(%v) = %d, want %d", err, Classify(context.Background(), err), want)
 			}
 		})
+	}
+}
+
+// retryableNoCredentials fails as a credential chain that cannot reach the EC2 metadata service
+// does: with a connection error, which the SDK's standard retryer would retry.
+type retryableNoCredentials struct{ n *atomic.Int64 }
+
+func (c retryableNoCredentials) Retrieve(context.Context) (aws.Credentials, error) {
+	c.n.Add(1)
+	return aws.Credentials{}, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: network is unreachable")}
+}
+
+// TestExplainSetupStopsSDKRetries: under the SDK's standard retryer (the lease store's DynamoDB
+// client keeps it), a call without credentials is tried once, not three times with backoff.
+func TestExplainSetupStopsSDKRetries(t *testing.T) {
+	var n atomic.Int64
+	_, err := kinesis.New(kinesis.Options{
+		Region: "eu-west-1", Credentials: retryableNoCredentials{&n}, HTTPClient: &sends{},
+		Retryer: retry.NewStandard(), APIOptions: []func(*middleware.Stack) error{ExplainSetup},
+	}).ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String("s")})
+	var setup *SetupError
+	if !errors.As(err, &setup) || setup.Stage != StageCredentials {
+		t.Fatalf("error %v, want a SetupError at the credentials stage", err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("credentials asked for %d times, want 1", got)
 	}
 }

@@ -46,5 +46,7 @@ func (c *Subscription) firstSync() error {
 	}
 }
 
-// firstSyncTries is how many times Subscribe tries its first sync.
-const firstSyncTries = 3
+// firstSyncTries is how many times Subscribe tries its first sync: with the backoff above (up
+// to 1 s), 4 to 7 s of failures that pass. The SDK does not retry Kinesis calls under the
+// driver's (pkg/kinesis sdk.go), so this is the one layer that rides out a throttled listing.
+const firstSyncTries = awscall.FailuresBeforeError

@@ -81,8 +81,12 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 ) {
 	out, md, err := next.HandleDeserialize(ctx, in)
 	resp, ok := out.RawResponse.(*smithyhttp.Response)
-	if err != nil || !ok || resp.StatusCode != http.StatusOK || resp.Body == nil || !isJSON(resp.Header.Get("Content-Type")) {
+	if err != nil || !ok || resp.StatusCode != http.StatusOK || resp.Body == nil {
 		return m.toSDK(ctx, in, out, md, err)
+	}
+	if !isJSON(resp.Header.Get("Content-Type")) {
+		return m.refusedToSDK(ctx, in, out, md, &smithy.DeserializationError{
+			Err: fmt.Errorf("getrecords: an answer with status 200 and Content-Type %q, not JSON", resp.Header.Get("Content-Type"))})
 	}
 	_, span := tracing.StartSpan(ctx, sdkDeserializerID)
 	defer span.End()
@@ -101,18 +105,19 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 	}
 	res, derr := Decode(buf.Bytes())
 	if derr != nil {
-		// The SDK's deserializer has returned before putBuf runs, and what it returns holds
-		// copies, never the buffer.
-		resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
+		// A copy: the buffer goes back to the pool when this returns, and the SDK's body
+		// closing middleware (outside this one) and the error's response may read the body
+		// after that. The path is rare; the copy costs nothing that matters.
+		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 		return m.refusedToSDK(ctx, in, out, md, derr)
 	}
 	out.Result = res
 	return out, md, nil
 }
 
-// refusedToSDK hands a body Decode refused (derr) to the SDK's deserializer. The SDK panics on
-// some bodies (a timestamp "NaN"); bad input must never take the process down, so a panic
-// becomes the error it should have been, with Decode's words.
+// refusedToSDK hands a 200 answer this deserializer does not read (derr says why) to the SDK's
+// deserializer. The SDK panics on some bodies (a timestamp "NaN"); bad input must never take
+// the process down, so a panic becomes the error it should have been, with derr's words.
 func (m *deserializer) refusedToSDK(ctx context.Context, in middleware.DeserializeInput, out middleware.DeserializeOutput, md middleware.Metadata, derr error) (
 	rout middleware.DeserializeOutput, rmd middleware.Metadata, err error,
 ) {
