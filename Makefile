@@ -35,8 +35,8 @@ test_race:
 # race detector, most of the whole test run's CPU, against 25 s plain. The race detector still
 # runs that suite once, in test_all; Watermill's own drivers run their stress targets plain.
 test_stress:
-	$(GO) test -tags=stress -race -count=1 -timeout=45m -run 'Stress(ConsumerGroups|SingleShardOrdered)$$' ./tests/
-	$(GO) test -tags=stress -count=1 -timeout=45m -run 'StressNoGroup$$' ./tests/
+	$(GO) test -tags=stress -race -count=1 -timeout=45m -run 'Stress(ConsumerGroups|SingleShardOrdered)$$' ./tests/universal/
+	$(GO) test -tags=stress -count=1 -timeout=45m -run 'StressNoGroup$$' ./tests/universal/
 
 # The benchmark table (tests/bench): every row, each a ratio against a baseline measured in
 # the same run, printed and written to BENCHMARKS.md, with kinesalite up for the rows that need

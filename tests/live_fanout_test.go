@@ -16,6 +16,7 @@ import (
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/kinesislocal"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // kinesisLocalFanOut is an SDK client for kinesis-local, the test server that implements
@@ -39,22 +40,22 @@ func kinesisLocalFanOut(t *testing.T, env *liveEnv) (*awskinesis.Client, *callCo
 // (in parallel, a test ID of its own). kinesis-local pushes a shard's records once a second
 // (EMULATORS.md), so the suite's long tests (50 concurrent subscriptions, thousands of messages
 // across closes) take several minutes each there; they run with fan-out on memlog
-// (TestPubSubFanOut). Grouped subscribers must read without one GetRecords call, through one
+// (TestPubSubFanOut in tests/universal). Grouped subscribers must read without one GetRecords call, through one
 // registered consumer per group, which DeregisterConsumer removes.
 func TestLiveFanOutKinesisLocal(t *testing.T) {
 	env := newLiveEnv(t)
 	client, calls := kinesisLocalFanOut(t, env)
 	// The leases in memory: the lease table on dynalite is what the other live suites load,
 	// at the same time, and fan-out changes nothing of it.
-	b := &backend{client: client, leases: lease.NewMemoryStore(), shards: 4, pollInterval: 100 * time.Millisecond, fanOut: true}
+	b := &streams.Backend{Client: client, Leases: lease.NewMemoryStore(), Shards: 4, PollInterval: 100 * time.Millisecond, FanOut: true}
 	features := tests.Features{ConsumerGroups: true, Persistent: true}
-	single := func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") }
+	single := func(t *testing.T) (message.Publisher, message.Subscriber) { return b.PubSub(t, "test") }
 	suite := []struct {
 		name string
 		run  func(t *testing.T, tCtx tests.TestContext)
 	}{
 		{"TestPublishSubscribe", func(t *testing.T, c tests.TestContext) { tests.TestPublishSubscribe(t, c, single) }},
-		{"TestConsumerGroups", func(t *testing.T, c tests.TestContext) { tests.TestConsumerGroups(t, c, b.pubSub) }},
+		{"TestConsumerGroups", func(t *testing.T, c tests.TestContext) { tests.TestConsumerGroups(t, c, b.PubSub) }},
 		{"TestResendOnError", func(t *testing.T, c tests.TestContext) { tests.TestResendOnError(t, c, single) }},
 		{"TestContinueAfterErrors", func(t *testing.T, c tests.TestContext) { tests.TestContinueAfterErrors(t, c, single) }},
 		{"TestConcurrentClose", func(t *testing.T, c tests.TestContext) { tests.TestConcurrentClose(t, c, single) }},
@@ -86,7 +87,7 @@ func TestLiveFanOutKinesisLocal(t *testing.T) {
 	// removes it.
 	ctx := context.Background()
 	stream := "fanout-deregister-" + tests.NewTestID()
-	pub, sub := b.pubSub(t, "group-to-deregister")
+	pub, sub := b.PubSub(t, "group-to-deregister")
 	defer func() { _ = pub.Close() }()
 	if err := sub.(*kinesis.Subscriber).SubscribeInitialize(string(stream)); err != nil {
 		t.Fatal(err)

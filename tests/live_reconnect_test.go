@@ -34,5 +34,5 @@ func TestLiveReconnect(t *testing.T) {
 		RestartServiceCommand: []string{"bash", "-c", restart},
 	}
 	tests.TestReconnect(t, tests.TestContext{TestID: tests.NewTestID(), Features: features},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") })
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.PubSub(t, "test") })
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // liveEnv is the AWS-protocol servers the live tests run against: kinesalite for Kinesis and
@@ -153,19 +154,19 @@ func (u countingUnmarshaler) Unmarshal(stream, shardID string, rec *types.Record
 
 // newLiveBackend is a suite backend on kinesalite and a DynamoDB lease table on dynalite; at
 // the end of the test it logs the DynamoDB calls made per 1,000 messages delivered.
-func newLiveBackend(t *testing.T, shards int32) *backend {
+func newLiveBackend(t *testing.T, shards int32) *streams.Backend {
 	return newLiveBackendOn(t, newLiveEnv(t), shards)
 }
 
-func newLiveBackendOn(t *testing.T, env *liveEnv, shards int32) *backend {
+func newLiveBackendOn(t *testing.T, env *liveEnv, shards int32) *streams.Backend {
 	calls := newCallCounter()
 	delivered := &atomic.Int64{}
-	b := &backend{
-		client:       env.kinesisClient(),
-		leases:       env.leaseStore(t, calls),
-		shards:       shards,
-		pollInterval: 100 * time.Millisecond,
-		unmarshaler:  countingUnmarshaler{decoded: delivered},
+	b := &streams.Backend{
+		Client:       env.kinesisClient(),
+		Leases:       env.leaseStore(t, calls),
+		Shards:       shards,
+		PollInterval: 100 * time.Millisecond,
+		Unmarshaler:  countingUnmarshaler{decoded: delivered},
 	}
 	start := time.Now()
 	t.Cleanup(func() {
@@ -189,8 +190,8 @@ func TestLivePubSubConsumerGroups(t *testing.T) {
 	b := newLiveBackend(t, 4)
 	tests.TestPubSub(t,
 		tests.Features{ConsumerGroups: true, Persistent: true},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
-		b.pubSub,
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.PubSub(t, "test") },
+		b.PubSub,
 	)
 }
 
@@ -199,8 +200,8 @@ func TestLivePubSubSingleShardOrdered(t *testing.T) {
 	b := newLiveBackend(t, 1)
 	tests.TestPubSub(t,
 		tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "test") },
-		b.pubSub,
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.PubSub(t, "test") },
+		b.PubSub,
 	)
 }
 
@@ -209,7 +210,7 @@ func TestLivePubSubNoGroup(t *testing.T) {
 	b := newLiveBackend(t, 4)
 	tests.TestPubSub(t,
 		tests.Features{Persistent: true, NewSubscriberReceivesOldMessages: true},
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.pubSub(t, "") },
+		func(t *testing.T) (message.Publisher, message.Subscriber) { return b.PubSub(t, "") },
 		nil,
 	)
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/tests/internal/streams"
 )
 
 // Kinesis records carry no headers, but the envelope carries the message's metadata, so a
@@ -86,8 +87,8 @@ func tracingStream(kind string) string {
 func TestTracing_ContextCrossesKinesis(t *testing.T) {
 	const messages = 8
 	tracer, recorder, _ := newTestTracer(t)
-	b := newBackend(2)
-	pub, sub := b.pubSub(t, "tracing")
+	b := streams.NewMemlogBackend(2)
+	pub, sub := b.PubSub(t, "tracing")
 	t.Cleanup(func() { _ = pub.Close(); _ = sub.Close() })
 	stream := tracingStream("plain")
 
@@ -259,11 +260,11 @@ type traceSeen struct {
 // span's trace, and the baggage set at the root reaches the second handler.
 func TestTracing_RouterTwoHops(t *testing.T) {
 	tracer, recorder, ended := newTestTracer(t)
-	b := newBackend(2)
+	b := streams.NewMemlogBackend(2)
 	streamA, streamB := tracingStream("a"), tracingStream("b")
 
-	pubA, subA := b.pubSub(t, "tracing")
-	pubB, subB := b.pubSub(t, "tracing")
+	pubA, subA := b.PubSub(t, "tracing")
+	pubB, subB := b.PubSub(t, "tracing")
 	tracedA := tracingPublisher{Publisher: pubA, tracer: tracer}
 	tracedB := tracingPublisher{Publisher: pubB, tracer: tracer}
 	t.Cleanup(func() { _ = pubA.Close(); _ = pubB.Close(); _ = subA.Close(); _ = subB.Close() })
@@ -435,8 +436,8 @@ func TestTracing_RouterTwoHops(t *testing.T) {
 // TestTracing_NoContextNoTrace: a message published without a span carries no trace context,
 // and extracting from it yields no valid span context (a consumer span would start a new trace).
 func TestTracing_NoContextNoTrace(t *testing.T) {
-	b := newBackend(2)
-	pub, sub := b.pubSub(t, "tracing")
+	b := streams.NewMemlogBackend(2)
+	pub, sub := b.PubSub(t, "tracing")
 	t.Cleanup(func() { _ = pub.Close(); _ = sub.Close() })
 	stream := tracingStream("none")
 

@@ -1,6 +1,6 @@
-// Package streams holds what the tests in tests/ and tests/reshard ask of a stream and of
-// memlog: its shards (open and closed), when a reshard has finished, and which calls a memlog
-// was asked. It is for tests only.
+// Package streams holds what the test packages under tests/ share: what they ask of a stream
+// and of memlog (its shards, open and closed; when a reshard has finished; which calls a memlog
+// was asked), and the Backend that Watermill's universal suite runs on. It is for tests only.
 package streams
 
 import (
