@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 // isNil reports a nil interface or one holding a nil pointer (a "typed nil", which would panic

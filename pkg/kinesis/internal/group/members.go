@@ -80,7 +80,8 @@ func memberFresh(cfg Config) time.Duration {
 func staleMemberAfter(cfg Config) time.Duration { return 6 * cfg.LeaseDuration }
 
 // startHeartbeat writes the first heartbeat, so that the others count this worker from their
-// next lease sync, and starts beat. A failure is beat's to retry.
+// next lease sync, and starts beat; it does nothing once beat runs, or without a membership
+// store. A failure is beat's to retry.
 func (c *Subscription) startHeartbeat() {
 	if c.members.store == nil || c.members.done != nil {
 		return

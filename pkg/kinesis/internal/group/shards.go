@@ -43,9 +43,7 @@ func (c *Subscription) syncShards() error {
 	if !c.grouped() {
 		return nil
 	}
-	if c.members.done == nil {
-		c.startHeartbeat() // the first listing that found the stream (Subscribe's)
-	}
+	c.startHeartbeat() // once: at the first listing that found the stream (Subscribe's)
 	// The lease syncs list the leases when the group changes; a shard sync lists them only
 	// when nothing else has for listMaxAge (createLeases lists again by itself before it
 	// creates a lease missing from an older listing).

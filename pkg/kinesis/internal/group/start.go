@@ -10,8 +10,9 @@ import (
 
 // start lists the shards, writes the first heartbeat (in a group, once the listing found the
 // stream: a Subscribe to a stream that does not exist leaves no member record behind), takes
-// what leases it can and starts their readers; it returns once every reader it started holds its iterator, so that a
-// record published after Subscribe returns is one this subscription reads.
+// what leases it can and starts their readers; it returns once every reader it started holds
+// its iterator, so that a record published after Subscribe returns is one this subscription
+// reads.
 //
 // Nothing waits for other instances: a lone instance reads as soon as it holds its leases, and
 // instances started together even out by handoff, as a join does (docs/consumer-groups.md).

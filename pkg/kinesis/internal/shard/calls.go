@@ -5,8 +5,8 @@ import (
 	"errors"
 )
 
-// callContext bounds one Kinesis call of the reader by RequestTimeout. A call that outlasts it fails with a context error while r.ctx is live, which
-// classify counts as transient.
+// callContext bounds one Kinesis call of the reader by RequestTimeout. A call that outlasts it
+// fails with a context error while r.ctx is live, which classify counts as transient.
 //
 // After calls that timed out, the next one may take longer: RequestTimeout doubles with each
 // timeout in a row, up to MaxTimeoutDoublings times, and is back to RequestTimeout after a
