@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math/big"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -79,9 +81,9 @@ func (e *emulators) kclTable(t *testing.T, leases ...kclLease) string {
 }
 
 // kclArgs are the command line for a KCL table, without -group (it defaults to the table), and
-// without endpoint flags, as args.
+// without endpoint flags, with -watch 0, as args.
 func (e *emulators) kclArgs(stream, table string, more ...string) []string {
-	return append([]string{"-kcl", "-stream", stream, "-table", table, "-region", "us-east-1"}, more...)
+	return append([]string{"-kcl", "-stream", stream, "-table", table, "-region", "us-east-1", "-watch", "0"}, more...)
 }
 
 // The SDK's waiters, for a table or stream to become ACTIVE, poll the emulators as often as
@@ -191,8 +193,14 @@ func TestRun_KCLTable(t *testing.T) {
 			t.Errorf("row of %s = %q, want %q", id, got, w)
 		}
 	}
-	if want := "4 shards (3 open, 1 closed, 0 gone); 4 leases (1 free); 0 shards without a lease; 0 handoffs pending; 1 shard behind; owners: kcl-worker-a=1 kcl-worker-b=2"; summary != want {
-		t.Errorf("summary = %q, want %q", summary, want)
+	wantSummary := regexp.MustCompile(`^4 shards \(3 open, 1 closed, 0 gone\); 4 leases \(1 free\); 0 shards without a lease; 0 handoffs pending; ` +
+		`max [0-9.]+m?s behind \(shardId-000000000002\); 2 owners$`)
+	if !wantSummary.MatchString(summary) {
+		t.Errorf("summary = %q, want it to match %s", summary, wantSummary)
+	}
+	_, owners := tableOwners(t, out)
+	if want := map[string][]string{"kcl-worker-a": {"kcl-worker-a", "1", "not watched (one look)"}, "kcl-worker-b": {"kcl-worker-b", "2", "not watched (one look)"}}; !reflect.DeepEqual(owners, want) {
+		t.Errorf("owners = %q, want %q", owners, want)
 	}
 
 	// -json -skip-behind: the same leases, under the application's name; an explicit -group
@@ -256,7 +264,7 @@ func TestRun_KCLMultiStream(t *testing.T) {
 			t.Errorf("row of %s = %q, want %q", id, got, w)
 		}
 	}
-	if want := "4 shards (3 open, 1 closed, 0 gone); 2 leases (1 free); 2 shards without a lease; 0 handoffs pending; 0 shards behind; owners: kcl-worker-a=1"; summary != want {
+	if want := "4 shards (3 open, 1 closed, 0 gone); 2 leases (1 free); 2 shards without a lease; 0 handoffs pending; lag not measured; 1 owner"; summary != want {
 		t.Errorf("summary = %q, want %q", summary, want)
 	}
 

@@ -1,15 +1,27 @@
 // Command kinesis-leases prints a consumer group's leases on a Kinesis stream, one line per
 // shard: its state (open, closed, gone), owner, generation, checkpoint, parents, a pending
-// handoff, and how long the oldest record the group has not finished has been waiting.
+// handoff, and how long the oldest record the group has not finished has been waiting; then one
+// line per owner: how many leases it holds and when it was last seen to move a counter (a
+// lease renewal or checkpoint, or its member record's heartbeat), or that it did not move while
+// watched and may be dead; then a summary with the lag by time (the most any shard is behind,
+// and which).
 //
 //	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
-//	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-timeout 1m]
+//	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-watch 4s] [-timeout 1m]
 //	kinesis-leases -stream orders -table billing-app -kcl [-multi-stream] [-group billing-app] [-json] ...
 //
+// To see which owners are alive, it watches the leases and member records for -watch (default
+// 4s: the default lease renewal interval, 3.3 s, plus a margin), listing them again every
+// -watch/8 (at least 250 ms apart) while it measures the shards: it takes -watch, or as long as
+// measuring the shards takes if that is longer. -watch 0 lists them once, and then says nothing of the owners'
+// liveness. A group with a longer LeaseRenewInterval and no member records (-kcl) needs a -watch
+// longer than that interval.
+//
 // It only reads: ListShards, a Query of each of the lease table's partitions of the group's
-// leases (with -kcl, a Scan), and for each shard not at SHARD_END one GetShardIterator and one
-// GetRecords with Limit 1 (which count against the shard's 5 reads per second, shared with the
-// group; -skip-behind leaves them out). See kinesis.InspectLeases for what every field means.
+// leases and of its member records at each look (with -kcl, a Scan of the leases, and no member
+// records), and for each shard not at SHARD_END one GetShardIterator and one GetRecords with
+// Limit 1 (which count against the shard's 5 reads per second, shared with the group;
+// -skip-behind leaves them out). See kinesis.InspectLeases for what every field means.
 //
 // With -kcl, -table is the lease table of a Kinesis Client Library (KCL) application, or of
 // subscribers on one (kcl.Store), and -group defaults to the table's name, which the KCL
@@ -73,7 +85,7 @@ type options struct {
 	kcl, multiStream                  bool
 	kinesisEndpoint, dynamoDBEndpoint string
 	region                            string
-	timeout                           time.Duration
+	timeout, watch                    time.Duration
 }
 
 // usageError is a command line that cannot run; run prints it with a hint to -help.
@@ -152,14 +164,21 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: $AWS_ENDPOINT_URL_KINESIS, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
 	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
 	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
-	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	fs.DurationVar(&o.watch, "watch", kinesis.DefaultInspectWatch, "watch the leases and member records this long for moving counters, to tell live owners from dead ones (0: look once, and say nothing of liveness); the command takes this long at least")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long (must be longer than -watch)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n"+
 			"       kinesis-leases -stream S -table KCL_APPLICATION -kcl [-multi-stream] [-group G] [-json] [flags]\n\n"+
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
-			"checkpoint, parents, pending handoff and how far behind the group is. With -kcl it reads a KCL\n"+
-			"application's lease table instead, and -group defaults to the table's name (the KCL application's\n"+
-			"name). Credentials, region and endpoints are found as by every AWS SDK: environment (AWS_REGION,\n"+
+			"checkpoint, parents, pending handoff and how far behind the group is; per owner its leases and\n"+
+			"when it was last seen to move a counter (renewal, checkpoint or heartbeat), or that it did not\n"+
+			"and may be dead; then the lag by time (the most any shard is behind, and which).\n\n"+
+			"It watches the leases for -watch (default 4s) to see the owners move, so it takes 4 s, or longer\n"+
+			"if measuring the shards takes longer; -watch 0 looks once and says nothing of liveness.\n\n"+
+			"With -kcl it reads a KCL application's lease table instead, and\n"+
+			"-group defaults to the table's name (the KCL application's name); owners are then judged by their\n"+
+			"lease counters alone (KCL workers keep no member records).\n\n"+
+			"Credentials, region and endpoints are found as by every AWS SDK: environment (AWS_REGION,\n"+
 			"AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, ...), shared files (AWS_PROFILE), container\n"+
 			"or instance role; the flags below override them.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -209,6 +228,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
 	}
+	switch {
+	case o.watch < 0:
+		problems = append(problems, fmt.Sprintf("-watch is %s; it must not be negative (-watch 0 looks once)", o.watch))
+	case o.timeout > 0 && o.timeout <= o.watch:
+		problems = append(problems, fmt.Sprintf("-timeout %s is not longer than -watch %s, so the command would give up before it reports: raise -timeout or shorten -watch", o.timeout, o.watch))
+	}
 	if len(problems) > 0 {
 		return o, &usageError{msg: strings.Join(problems, "\n  ")}
 	}
@@ -249,17 +274,28 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 	if err != nil {
 		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
 	}
+	watch := o.watch
+	if watch == 0 {
+		watch = kinesis.NoWatch
+	}
 	return kinesis.InspectLeases(ctx, kinesis.InspectConfig{
 		Stream:        o.stream,
 		ConsumerGroup: o.group,
 		Client:        kc,
 		LeaseStore:    store,
 		SkipBehind:    o.skipBehind,
+		Watch:         watch,
 	})
 }
 
+// leasesOnly is a lease.Store and nothing more: kcl.Store opened with LeasesOnly has the
+// member calls, which fail, so InspectLeases must not take it for a store that keeps member
+// records.
+type leasesOnly struct{ lease.Store }
+
 // openStore opens the lease table without creating it: with -kcl as a KCL application's, the
-// lease table alone (nothing here reads member records), else as this package's own.
+// lease table alone (KCL workers keep no member records, so owners are judged by their lease
+// counters), else as this package's own, with the member records in it.
 func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store, error) {
 	if !o.kcl {
 		return lease.NewDynamoDBStore(ctx, lease.DynamoDBConfig{Client: dc, TableName: o.table})
@@ -268,7 +304,11 @@ func openStore(ctx context.Context, o options, dc *dynamodb.Client) (lease.Store
 	if !o.multiStream {
 		cfg.Stream = o.stream
 	}
-	return kcl.NewStore(ctx, cfg)
+	store, err := kcl.NewStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return leasesOnly{store}, nil
 }
 
 // explain adds to err which flags or settings to check, for the failures a wrong one causes.

@@ -81,9 +81,10 @@ func (e *emulators) leaseTable(t *testing.T) (string, *lease.DynamoDBStore) {
 
 // args are the command line: no endpoint flags, so the command finds the emulators through
 // the SDK's AWS_ENDPOINT_URL_KINESIS and AWS_ENDPOINT_URL_DYNAMODB, as a user in the shell of
-// scripts/with-emulators.sh runs it.
+// scripts/with-emulators.sh runs it; -watch 0, so that it returns without watching the owners
+// (a -watch in more wins: the last flag counts).
 func (e *emulators) args(stream, group, table string, more ...string) []string {
-	return append([]string{"-stream", stream, "-group", group, "-table", table, "-region", "us-east-1"}, more...)
+	return append([]string{"-stream", stream, "-group", group, "-table", table, "-region", "us-east-1", "-watch", "0"}, more...)
 }
 
 // runGroup runs a real group member for a moment: it publishes n messages, receives and acks
@@ -138,8 +139,9 @@ func runGroup(t *testing.T, e *emulators, stream, group string, store lease.Stor
 
 var cellSep = regexp.MustCompile(`\s{2,}`)
 
-// tableRows splits the table's shard lines into cells (tabwriter pads with two spaces or more;
-// cells hold at most single spaces).
+// tableRows splits the table's shard lines into cells, keyed by shard id (tabwriter pads with
+// two spaces or more; cells hold at most single spaces), and returns the summary, the last
+// line. The owner table, if any, is tableOwners'.
 func tableRows(t *testing.T, out string) (header []string, rows map[string][]string, summary string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -148,10 +150,30 @@ func tableRows(t *testing.T, out string) (header []string, rows map[string][]str
 	}
 	rows = map[string][]string{}
 	for _, line := range lines[1 : len(lines)-1] {
+		if line == "" { // the owner table follows
+			break
+		}
 		cells := cellSep.Split(line, -1)
 		rows[cells[0]] = cells
 	}
 	return cellSep.Split(lines[0], -1), rows, lines[len(lines)-1]
+}
+
+// tableOwners splits the owner table (after the blank line, before the summary) into cells,
+// keyed by owner; nil when there is none.
+func tableOwners(t *testing.T, out string) (header []string, rows map[string][]string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	blank := slices.Index(lines, "")
+	if blank < 0 {
+		return nil, nil
+	}
+	rows = map[string][]string{}
+	for _, line := range lines[blank+2 : len(lines)-1] {
+		cells := cellSep.Split(line, -1)
+		rows[cells[0]] = cells
+	}
+	return cellSep.Split(lines[blank+1], -1), rows
 }
 
 func runCommand(t *testing.T, args []string) (code int, stdout, stderr string) {
@@ -200,7 +222,8 @@ func TestRun_Emulators(t *testing.T) {
 			t.Errorf("row of %s = %q, want %q", l.ShardID, got, want)
 		}
 	}
-	if want := "2 shards (2 open, 0 closed, 0 gone); 2 leases (2 free); 0 shards without a lease; 0 handoffs pending; 0 shards behind"; summary != want {
+	// The group closed: it released its leases and removed its member record, so no owner.
+	if want := "2 shards (2 open, 0 closed, 0 gone); 2 leases (2 free); 0 shards without a lease; 0 handoffs pending; caught up; 0 owners"; summary != want {
 		t.Errorf("summary = %q, want %q", summary, want)
 	}
 
@@ -387,6 +410,9 @@ func TestRun_BadCommandLine(t *testing.T) {
 		{"bad endpoint", append(full, "-endpoint-kinesis", "localhost:4567"), nil, exitUsage,
 			[]string{`-endpoint-kinesis "localhost:4567" is not an http:// or https:// URL`}},
 		{"bad timeout", append(full, "-timeout", "0s"), nil, exitUsage, []string{"-timeout is 0s; it must be positive"}},
+		{"negative watch", append(full, "-watch", "-1s"), nil, exitUsage, []string{"-watch is -1s; it must not be negative (-watch 0 looks once)"}},
+		{"timeout within the watch", append(full, "-timeout", "3s"), nil, exitUsage,
+			[]string{"-timeout 3s is not longer than -watch 4s, so the command would give up before it reports: raise -timeout or shorten -watch"}},
 		{"multi-stream without kcl", append(full, "-multi-stream"), nil, exitUsage, []string{"-multi-stream is set without -kcl"}},
 		{"kcl without table", []string{"-kcl", "-stream", "s", "-region", "r"}, nil, exitUsage, []string{"-table is missing"}},
 		{"group without kcl", []string{"-stream", "s", "-table", "leases", "-region", "r"}, nil, exitUsage,
@@ -395,7 +421,7 @@ func TestRun_BadCommandLine(t *testing.T) {
 			"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}, exitUsage,
 			[]string{"-region is missing: pass -region, set AWS_REGION, or give the profile a region"}},
 		{"help", []string{"-help"}, nil, exitOK, []string{"Usage: kinesis-leases", "-endpoint-dynamodb", "-kcl", "-multi-stream",
-			"-group defaults to the table's name (the KCL application's"}},
+			"-group defaults to the table's name (the KCL application's", "-watch duration", "(default 4s)", "so it takes 4 s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,5 +440,94 @@ func TestRun_BadCommandLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRun_OwnersLiveness: a group with a live member and a dead one, as after a SIGKILL. The
+// dead worker holds shard 0's lease and left a member record, neither moving; the live one
+// holds shard 1 and heartbeats. Watched for 2 s, the command shows the live one moving and
+// the dead one not, in the table and in JSON.
+func TestRun_OwnersLiveness(t *testing.T) {
+	e := newEmulators(t)
+	ctx := context.Background()
+	table, store := e.leaseTable(t)
+	stream, group := "inspect-owners-"+watermill.NewShortUUID(), "billing"
+	createStream(t, e, stream, 2)
+	dead, err := store.Create(ctx, lease.Lease{Group: group, Stream: stream, ShardID: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Take(ctx, dead, "dead-worker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Heartbeat(ctx, lease.Member{Group: group, Stream: stream, Worker: "dead-worker"}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
+		Client: e.kinesis,
+		// A LeaseDuration long enough that the dead worker's lease is not taken during the test.
+		Group: kinesis.GroupConfig{Name: group, LeaseStore: store, WorkerID: "live-worker", LeaseDuration: 2 * time.Minute},
+	}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := sub.Subscribe(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	code, out, errOut := runCommand(t, e.args(stream, group, table, "-watch", "2s"))
+	took := time.Since(start)
+	t.Logf("table (in %s):\n%s", took, out)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if took < 2*time.Second || took > 20*time.Second {
+		t.Errorf("the command took %s, want the 2 s watch and a little more", took)
+	}
+	_, rows, summary := tableRows(t, out)
+	if rows["shardId-000000000000"][2] != "dead-worker" || rows["shardId-000000000001"][2] != "live-worker" {
+		t.Fatalf("shard owners: %q, want dead-worker on shard 0, live-worker on shard 1", rows)
+	}
+	header, owners := tableOwners(t, out)
+	if want := []string{"OWNER", "LEASES", "LAST-MOVE"}; !slices.Equal(header, want) {
+		t.Errorf("owner header = %q, want %q", header, want)
+	}
+	// The watch ends with the look that starts 2 s after the first: it lasts 2 s and the time
+	// that look takes.
+	wantDead := regexp.MustCompile(`^no move in the 2\.[0-9] s watched: may be dead \(its leases are taken once their counters stand still for the group's LeaseDuration, 10 s by default\)$`)
+	if dead := owners["dead-worker"]; len(dead) != 3 || dead[1] != "1" || !wantDead.MatchString(dead[2]) {
+		t.Errorf("dead-worker's row = %q, want 1 lease, and LAST-MOVE to match %s", dead, wantDead)
+	}
+	// It heartbeats every second (half the default LeaseSyncInterval of 2 s).
+	live := owners["live-worker"]
+	if len(live) != 3 || live[1] != "1" || !regexp.MustCompile(`^moved [0-9.]+-[0-9.]+ s ago \(heartbeat(, lease)?\)$`).MatchString(live[2]) {
+		t.Errorf("live-worker's row = %q, want 1 lease, moved by its heartbeat", live)
+	}
+	if !regexp.MustCompile(`; 2 owners, 1 with no move in the 2\.[0-9] s watched$`).MatchString(summary) {
+		t.Errorf("summary = %q, want 2 owners, 1 with no move", summary)
+	}
+
+	code, out, errOut = runCommand(t, e.args(stream, group, table, "-watch", "2s", "-json"))
+	if code != exitOK || errOut != "" {
+		t.Fatalf("-json: exit %d, stderr %q", code, errOut)
+	}
+	var r kinesis.GroupReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("-json output does not decode: %v\n%s", err, out)
+	}
+	// Looks every 250 ms (2s/8) for 2 s: 9, fewer if a listing takes longer than 250 ms.
+	if !r.MembersKept || r.Looks < 5 || r.Looks > 9 || r.WatchedMillis < 2000 || len(r.Owners) != 2 {
+		t.Fatalf("report: members kept %v, %d looks, watched %d ms, owners %+v; want true, 5 to 9, 2000 or more, 2", r.MembersKept, r.Looks, r.WatchedMillis, r.Owners)
+	}
+	// (Its member record may be gone by now: the live worker removes it once stale, 6 s after
+	// it first saw it.)
+	if o := r.Owners[0]; o.Owner != "dead-worker" || o.Leases != 1 || o.Moved {
+		t.Errorf("dead-worker = %+v, want 1 lease, no move", o)
+	}
+	if o := r.Owners[1]; o.Owner != "live-worker" || o.Leases != 1 || !o.Member || !o.Moved || !o.HeartbeatMoved ||
+		o.MovedMinAgoMillis > o.MovedMaxAgoMillis || o.MovedMaxAgoMillis > r.WatchedMillis {
+		t.Errorf("live-worker = %+v, want 1 lease, moved by its heartbeat within the %d ms watched", o, r.WatchedMillis)
 	}
 }

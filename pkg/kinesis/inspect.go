@@ -19,13 +19,23 @@ import (
 )
 
 // Lease inspection answers what an operator asks first when a group lags or a shard seems
-// stuck: who holds each shard, where its checkpoint is, whether a handoff is waiting, and how
-// long the oldest record the group has not finished has been waiting. It only reads: it never
-// writes a lease, so it is safe to run against a live group at any time.
+// stuck: who holds each shard, where its checkpoint is, whether a handoff is waiting, how long
+// the oldest record the group has not finished has been waiting, and whether each owner is
+// still alive (its counters seen to move). It only reads: it never writes a lease, so it is
+// safe to run against a live group at any time.
 
 // defaultInspectConcurrency is InspectConfig.Concurrency's default: enough to inspect a stream
 // of hundreds of shards in seconds, few enough not to crowd the account's control-plane calls.
 const defaultInspectConcurrency = 4
+
+// DefaultInspectWatch is InspectConfig.Watch's default: the default LeaseRenewInterval (a third
+// of the default LeaseDuration of 10 s, 3.3 s) plus a margin, so that an owner that renews its
+// leases on the default schedule is seen to move at least once, even without member records.
+const DefaultInspectWatch = 4 * time.Second
+
+// NoWatch, as InspectConfig.Watch, lists the leases once: no owner is watched, so none is
+// known to be alive or not.
+const NoWatch time.Duration = -1
 
 // inspectAttempts is how many times one shard's measurement is tried when Kinesis throttles it
 // or fails transiently: its reads share the shard's 5 reads per second with the group itself.
@@ -53,14 +63,26 @@ type InspectConfig struct {
 	// RequestTimeout bounds each call to Kinesis and the lease store. Default 10 s. Must not
 	// be negative.
 	RequestTimeout time.Duration
+	// Watch is how long the leases (and member records, when the store keeps them) are
+	// watched for moving counters, which tell a live owner from a dead one (see OwnerReport).
+	// They are listed at the start, then every Watch/8 (at least 250 ms apart) until Watch
+	// has passed, while the shards are measured; InspectLeases returns after Watch or once
+	// every shard is measured, whichever is later. Each listing is one List (and one Members)
+	// call of the store. Default DefaultInspectWatch (4 s). For a group whose store keeps no
+	// member records and whose LeaseRenewInterval is longer than the default, set it above
+	// that interval, or live owners may show no move. NoWatch lists them once. Must not be
+	// negative otherwise.
+	Watch time.Duration
 	// Now is the clock that BehindMillis and GroupReport.InspectedAt are read from. Tests
-	// inject one. Default time.Now.
+	// inject one. Default time.Now. The watch is timed on the time package's monotonic clock,
+	// not on Now.
 	Now func() time.Time
 }
 
 func (c *InspectConfig) setDefaults() {
 	setDefault(&c.Concurrency, defaultInspectConcurrency)
 	setDefault(&c.RequestTimeout, defaultRequestTimeout)
+	setDefault(&c.Watch, DefaultInspectWatch)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -94,6 +116,9 @@ func (c InspectConfig) Validate() error {
 	if c.RequestTimeout < 0 {
 		add("RequestTimeout is %s; it must not be negative", c.RequestTimeout)
 	}
+	if c.Watch < 0 && c.Watch != NoWatch {
+		add("Watch is %s; it must not be negative (NoWatch lists the leases once)", c.Watch)
+	}
 	return errors.Join(errs...)
 }
 
@@ -112,17 +137,44 @@ const (
 	ShardGone ShardState = "gone"
 )
 
-// GroupReport is what InspectLeases found: one entry per shard, sorted by shard id. Encode it
-// with encoding/json (or WriteJSON) for machines, or WriteTable for people.
+// GroupReport is what InspectLeases found: one entry per shard, sorted by shard id, and one
+// per owner, sorted by worker id. Encode it with encoding/json (or WriteJSON) for machines, or
+// WriteTable for people.
 type GroupReport struct {
 	// Stream and ConsumerGroup are those of the InspectConfig.
 	Stream        string `json:"stream"`
 	ConsumerGroup string `json:"consumer_group"`
-	// InspectedAt is when the shards were measured (InspectConfig.Now, in UTC).
+	// InspectedAt is when the shards were measured (InspectConfig.Now, in UTC), just after
+	// the first look at the leases, which Shards show.
 	InspectedAt time.Time `json:"inspected_at"`
 	// Shards has every shard ListShards lists (with or without a lease) and every leased
 	// shard it no longer lists (ShardGone), sorted by shard id.
 	Shards []ShardLease `json:"shards"`
+	// MaxBehindMillis is the largest BehindMillis of a shard with records waiting, and
+	// MaxBehindShard that shard (the first by shard id on a tie); 0 and "" when no measured
+	// shard has any waiting.
+	MaxBehindMillis int64  `json:"max_behind_millis"`
+	MaxBehindShard  string `json:"max_behind_shard,omitempty"`
+
+	// Owners has one entry per worker that held a lease or had a member record in any look,
+	// sorted by worker id. Never null in JSON.
+	Owners []OwnerReport `json:"owners"`
+	// Looks is how many times the leases (and member records) were listed: 1 with NoWatch,
+	// else the first look and one every Watch/8 (at least 250 ms apart) until Watch passed:
+	// 9, or fewer when a listing takes longer than that, or a shorter Watch. A look that
+	// failed is not counted.
+	Looks int `json:"looks"`
+	// WatchedMillis is the time from the start of the first look to the end of the last one;
+	// the owners' "ago" are counted back from that end, about InspectedAt plus WatchedMillis.
+	// 0 with one look.
+	WatchedMillis int64 `json:"watched_millis"`
+	// MembersKept is set when the store keeps member records (lease.Membership), whose
+	// heartbeats then count as moves.
+	MembersKept bool `json:"members_kept"`
+	// WatchError says how many looks after the first failed, and the last one's error; ""
+	// when none did. The owners' moves are timed from the looks that succeeded, so they stay
+	// right, only less precise.
+	WatchError string `json:"watch_error,omitempty"`
 }
 
 // ShardLease is one shard of a GroupReport: what Kinesis says of it, its lease, and how far the
@@ -151,8 +203,8 @@ type ShardLease struct {
 	Owner string `json:"owner"`
 	// Generation changes whenever the owner changes (take, release, handoff).
 	Generation int64 `json:"generation"`
-	// Counter moves on every lease write; an owner that renews keeps it moving, so two
-	// reports a lease duration apart with the same counter show an owner that is gone.
+	// Counter moves on every lease write; an owner that renews keeps it moving. The report's
+	// Owners say whose counters moved while watched.
 	Counter int64 `json:"counter"`
 	// Checkpoint is the sequence number of the last record the group finished, "SHARD_END",
 	// or "" when it has finished none.
@@ -198,12 +250,16 @@ type ShardLease struct {
 }
 
 // InspectLeases reports the consumer group's leases on the stream, shard by shard, with how far
-// the group is behind on each. It lists the shards and the leases, then measures each shard
-// (see ShardLease), Concurrency at a time.
+// the group is behind on each, and owner by owner, with when each was last seen to move. It
+// lists the shards, the leases and the member records (when the store keeps them), then
+// measures each shard (see ShardLease), Concurrency at a time, while it lists the leases and
+// member records again every Watch/8 until Watch has passed (see OwnerReport). It takes Watch
+// (4 s by default) or as long as the measuring, whichever is longer.
 //
-// It fails when the config is invalid, when the stream or the leases cannot be listed
-// (ErrStreamNotFound for a missing stream), or when ctx ends. A shard that cannot be measured
-// does not fail the report: its Error says why, and GroupReport.Err joins those errors.
+// It fails when the config is invalid, when the stream, the leases or the member records
+// cannot be listed at the start (ErrStreamNotFound for a missing stream), or when ctx ends. A
+// shard that cannot be measured does not fail the report: its Error says why, and
+// GroupReport.Err joins those errors. Nor does a later look that fails (WatchError).
 func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -214,19 +270,34 @@ func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) 
 	if err != nil {
 		return GroupReport{}, err
 	}
-	leases, err := inspectListLeases(ctx, cfg)
+	first, err := lookAtLeases(ctx, cfg)
 	if err != nil {
 		return GroupReport{}, err
 	}
+	_, membersKept := cfg.LeaseStore.(lease.Membership)
 	r := GroupReport{
 		Stream:        cfg.Stream,
 		ConsumerGroup: cfg.ConsumerGroup,
 		InspectedAt:   cfg.Now().UTC(),
-		Shards:        joinShardsAndLeases(shards, leases),
+		Shards:        joinShardsAndLeases(shards, first.leases),
+		MembersKept:   membersKept,
 	}
-	measureShards(ctx, cfg, r.Shards, r.InspectedAt)
+	measured := make(chan struct{})
+	go func() {
+		defer close(measured)
+		measureShards(ctx, cfg, r.Shards, r.InspectedAt)
+	}()
+	looks, watchErr := watchLeases(ctx, cfg, first)
+	<-measured
 	if err := ctx.Err(); err != nil {
 		return GroupReport{}, fmt.Errorf("kinesis: inspecting group %q on stream %q: %w", cfg.ConsumerGroup, cfg.Stream, err)
+	}
+	r.MaxBehindMillis, r.MaxBehindShard = maxBehind(r.Shards)
+	r.Owners = ownerReports(looks, r.Shards)
+	r.Looks, r.WatchError = len(looks), watchErr
+	r.WatchedMillis = looks[len(looks)-1].end.Sub(looks[0].start).Milliseconds()
+	if len(looks) == 1 {
+		r.WatchedMillis = 0
 	}
 	return r, nil
 }
@@ -267,16 +338,6 @@ func inspectListShards(ctx context.Context, cfg InspectConfig) ([]types.Shard, e
 		// A request with a NextToken must not name the stream.
 		in = &awskinesis.ListShardsInput{NextToken: out.NextToken}
 	}
-}
-
-func inspectListLeases(ctx context.Context, cfg InspectConfig) ([]lease.Lease, error) {
-	callCtx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	defer cancel()
-	leases, err := cfg.LeaseStore.List(callCtx, cfg.ConsumerGroup, cfg.Stream)
-	if err != nil {
-		return nil, fmt.Errorf("kinesis: listing the leases of group %q on stream %q: %w", cfg.ConsumerGroup, cfg.Stream, err)
-	}
-	return leases, nil
 }
 
 // joinShardsAndLeases makes one entry per shard id found in either list, sorted by shard id

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -137,7 +140,7 @@ func (f *inspectFixture) get(t *testing.T, shard string) lease.Lease {
 }
 
 func (f *inspectFixture) config() kinesis.InspectConfig {
-	return kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: f.log, LeaseStore: f.store, Now: f.clock.now}
+	return kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: f.log, LeaseStore: f.store, Now: f.clock.now, Watch: kinesis.NoWatch}
 }
 
 func timeAt(d time.Duration) *time.Time { t := inspectT0.Add(d); return &t }
@@ -246,8 +249,8 @@ func TestInspectLeases_Table(t *testing.T) {
 	}
 	t.Logf("table:\n%s", out.String())
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("table has %d lines, want 7 (header, 5 shards, summary):\n%s", len(lines), out.String())
+	if len(lines) != 12 || lines[6] != "" {
+		t.Fatalf("table has %d lines, want 12 (header, 5 shards, a blank line, header, 3 owners, summary):\n%s", len(lines), out.String())
 	}
 	got := tableCells(t, lines[:6])
 	want := [][]string{
@@ -261,9 +264,19 @@ func TestInspectLeases_Table(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("table cells:\n got %q\nwant %q\ntable:\n%s", got, want, out.String())
 	}
-	wantSummary := "5 shards (3 open, 1 closed, 1 gone); 4 leases (1 free); 1 shard without a lease; 1 handoff pending; 2 shards behind; owners: worker-a=1 worker-b=1 worker-c=1"
-	if lines[6] != wantSummary {
-		t.Errorf("summary\n got %q\nwant %q", lines[6], wantSummary)
+	gotOwners := tableCells(t, lines[7:11])
+	wantOwners := [][]string{
+		{"OWNER", "LEASES", "LAST-MOVE"},
+		{"worker-a", "1", "not watched (one look)"},
+		{"worker-b", "1", "not watched (one look)"},
+		{"worker-c", "1", "not watched (one look)"},
+	}
+	if !reflect.DeepEqual(gotOwners, wantOwners) {
+		t.Errorf("owner cells:\n got %q\nwant %q\ntable:\n%s", gotOwners, wantOwners, out.String())
+	}
+	wantSummary := "5 shards (3 open, 1 closed, 1 gone); 4 leases (1 free); 1 shard without a lease; 1 handoff pending; max 9s behind (shardId-000000000000); 3 owners"
+	if lines[11] != wantSummary {
+		t.Errorf("summary\n got %q\nwant %q", lines[11], wantSummary)
 	}
 }
 
@@ -283,12 +296,31 @@ func TestInspectLeases_JSON(t *testing.T) {
 		ConsumerGroup string           `json:"consumer_group"`
 		InspectedAt   string           `json:"inspected_at"`
 		Shards        []map[string]any `json:"shards"`
+		Owners        []map[string]any `json:"owners"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
 		t.Fatalf("%v:\n%s", err, out.String())
 	}
 	if raw.Stream != "orders" || raw.ConsumerGroup != "billing" || raw.InspectedAt != "2026-01-02T03:04:15Z" {
 		t.Errorf("header = %q %q %q", raw.Stream, raw.ConsumerGroup, raw.InspectedAt)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(out.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"max_behind_millis": 9000.0, "max_behind_shard": shardID(0), "looks": 1.0,
+		"watched_millis": 0.0, "members_kept": true} {
+		if top[k] != want {
+			t.Errorf("%s = %v, want %v", k, top[k], want)
+		}
+	}
+	if _, ok := top["watch_error"]; ok {
+		t.Errorf("watch_error present with no failed look: %v", top["watch_error"])
+	}
+	wantOwner := map[string]any{"owner": "worker-a", "leases": 1.0, "member": false, "moved": false,
+		"moved_min_ago_millis": 0.0, "moved_max_ago_millis": 0.0, "heartbeat_moved": false, "lease_moved": false}
+	if len(raw.Owners) != 3 || !reflect.DeepEqual(raw.Owners[0], wantOwner) {
+		t.Errorf("owners JSON = %v, want 3, the first %v", raw.Owners, wantOwner)
 	}
 	wantShard0 := map[string]any{
 		"shard_id": shardID(0), "state": "open", "has_lease": true, "owner": "worker-a", "generation": 1.0, "counter": 3.0,
@@ -313,6 +345,9 @@ func TestInspectLeases_JSON(t *testing.T) {
 		t.Errorf("InspectedAt after round trip = %v, want %v", back.InspectedAt, r.InspectedAt)
 	}
 	assertShards(t, back.Shards, f.expectedShards())
+	if !reflect.DeepEqual(back.Owners, r.Owners) {
+		t.Errorf("Owners after round trip = %+v, want %+v", back.Owners, r.Owners)
+	}
 }
 
 func TestInspectLeases_ExpiredCheckpoint(t *testing.T) {
@@ -507,10 +542,14 @@ func TestInspectConfig_Validate(t *testing.T) {
 		{"bad group", func(c *kinesis.InspectConfig) { c.ConsumerGroup = "\xff" }, []string{
 			`kinesis: InspectConfig.ConsumerGroup "\xff" is not valid UTF-8, so no lease table can hold leases of it`,
 		}},
-		{"negative numbers", func(c *kinesis.InspectConfig) { c.Concurrency, c.RequestTimeout = -1, -time.Second }, []string{
+		{"negative numbers", func(c *kinesis.InspectConfig) {
+			c.Concurrency, c.RequestTimeout, c.Watch = -1, -time.Second, -2*time.Second
+		}, []string{
 			"kinesis: InspectConfig.Concurrency is -1; it must not be negative",
 			"kinesis: InspectConfig.RequestTimeout is -1s; it must not be negative",
+			"kinesis: InspectConfig.Watch is -2s; it must not be negative (NoWatch lists the leases once)",
 		}},
+		{"NoWatch", func(c *kinesis.InspectConfig) { c.Watch = kinesis.NoWatch }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -657,5 +696,384 @@ func TestInspectLeases_CheckpointInsideAggregate(t *testing.T) {
 		if s := r.Shards[2]; s.Pending != tc.pending || tc.pending && s.NextSequenceNumber != seq {
 			t.Errorf("shard 2 at %s = %+v, want pending %v", tc.checkpoint, s, tc.pending)
 		}
+	}
+}
+
+// A group being watched, on fake time: worker-a heartbeats its member record every second from
+// 0.7 s and renews its lease of shard 0 at 2.2 s; worker-b checkpoints shard 2 (which has a
+// handoff asked, so only a moved checkpoint counts) at 1.2 s; worker-c does nothing. With the
+// default Watch of 4 s the leases are listed at 0, 0.5, ..., 4 s; InspectLeases takes 4 s.
+func TestInspectLeases_WatchesOwners(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newInspectFixture(t)
+		ctx := context.Background()
+		held0, held2 := f.get(t, shardID(0)), f.get(t, shardID(2))
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(700 * time.Millisecond)
+			for range 4 {
+				if _, err := f.store.Heartbeat(ctx, lease.Member{Group: "billing", Stream: "orders", Worker: "worker-a"}); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(time.Second)
+			}
+		})
+		wg.Go(func() {
+			time.Sleep(2200 * time.Millisecond)
+			if _, err := f.store.Renew(ctx, held0); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			time.Sleep(1200 * time.Millisecond)
+			if _, err := f.store.Checkpoint(ctx, held2, f.r2a+":0"); err != nil {
+				t.Error(err)
+			}
+		})
+		cfg := f.config()
+		cfg.Watch = 0 // the default
+		start := time.Now()
+		r, err := kinesis.InspectLeases(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != kinesis.DefaultInspectWatch {
+			t.Errorf("InspectLeases took %s, want the watch, %s", took, kinesis.DefaultInspectWatch)
+		}
+		wg.Wait()
+		if r.Looks != 9 || r.WatchedMillis != 4000 || !r.MembersKept || r.WatchError != "" {
+			t.Errorf("looks %d, watched %d ms, members kept %v, watch error %q; want 9, 4000, true, none",
+				r.Looks, r.WatchedMillis, r.MembersKept, r.WatchError)
+		}
+		want := []kinesis.OwnerReport{
+			// The last heartbeat, at 3.7 s, is first seen by the look at 4 s: 0 to 0.5 s ago.
+			{Owner: "worker-a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 0, MovedMaxAgoMillis: 500, HeartbeatMoved: true, LeaseMoved: true},
+			// The checkpoint at 1.2 s is first seen at 1.5 s: 2.5 to 3 s before 4 s.
+			{Owner: "worker-b", Leases: 1, Moved: true, MovedMinAgoMillis: 2500, MovedMaxAgoMillis: 3000, LeaseMoved: true},
+			{Owner: "worker-c", Leases: 1},
+		}
+		if !reflect.DeepEqual(r.Owners, want) {
+			t.Errorf("owners:\n got %+v\nwant %+v", r.Owners, want)
+		}
+		assertShards(t, r.Shards, f.expectedShards()) // the first look's leases
+
+		var out bytes.Buffer
+		if err := r.WriteTable(&out); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("table:\n%s", out.String())
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if len(lines) != 12 {
+			t.Fatalf("table has %d lines, want 12:\n%s", len(lines), out.String())
+		}
+		wantOwners := [][]string{
+			{"OWNER", "LEASES", "LAST-MOVE"},
+			{"worker-a", "1", "moved 0.0-0.5 s ago (heartbeat, lease)"},
+			{"worker-b", "1", "moved 2.5-3.0 s ago (lease)"},
+			{"worker-c", "1", "no move in the 4.0 s watched: may be dead (its leases are taken once their counters stand still for the group's LeaseDuration, 10 s by default)"},
+		}
+		if got := tableCells(t, lines[7:11]); !reflect.DeepEqual(got, wantOwners) {
+			t.Errorf("owner cells:\n got %q\nwant %q", got, wantOwners)
+		}
+		wantSummary := "5 shards (3 open, 1 closed, 1 gone); 4 leases (1 free); 1 shard without a lease; 1 handoff pending; " +
+			"max 9s behind (shardId-000000000000); 3 owners, 1 with no move in the 4.0 s watched"
+		if lines[11] != wantSummary {
+			t.Errorf("summary\n got %q\nwant %q", lines[11], wantSummary)
+		}
+	})
+}
+
+// When measuring the shards outlasts the watch, InspectLeases waits for it, and the watch
+// still ends after Watch: its looks do not go on while the shards are read.
+func TestInspectLeases_MeasuringOutlastsWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newInspectFixture(t)
+		f.log.SetFault(func(_ context.Context, c memlog.Call) error {
+			if c.Op == "GetRecords" {
+				time.Sleep(3 * time.Second)
+			}
+			return nil
+		})
+		cfg := f.config()
+		cfg.Watch, cfg.Concurrency = 2*time.Second, 1
+		start := time.Now()
+		r, err := kinesis.InspectLeases(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Shards 0, 2 and 3 are read; 1 is finished, 9 gone.
+		if took := time.Since(start); took != 9*time.Second {
+			t.Errorf("InspectLeases took %s, want 9s (three reads of 3 s, one at a time)", took)
+		}
+		// Looks every 2s/8 = 250 ms, at 0, 0.25, ..., 2 s.
+		if r.Looks != 9 || r.WatchedMillis != 2000 {
+			t.Errorf("looks %d, watched %d ms; want 9, 2000", r.Looks, r.WatchedMillis)
+		}
+		assertShards(t, r.Shards, f.expectedShards())
+	})
+}
+
+func TestInspectLeases_CancelledWhileWatching(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newInspectFixture(t)
+		cfg := f.config()
+		cfg.Watch = time.Minute
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := kinesis.InspectLeases(ctx, cfg)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `group "billing" on stream "orders"`) {
+			t.Errorf("err = %v, want the deadline, naming group and stream", err)
+		}
+		if took := time.Since(start); took != 5*time.Second {
+			t.Errorf("InspectLeases returned after %s, want 5s (the context's deadline)", took)
+		}
+	})
+}
+
+// scriptedLeases is a lease store whose List returns script[i] at its i-th call (the last one
+// again after the end), and fails the calls in fail. Only List is implemented.
+type scriptedLeases struct {
+	lease.Store
+	script [][]lease.Lease
+	fail   map[int]bool
+	calls  int
+}
+
+func (s *scriptedLeases) List(context.Context, string, string) ([]lease.Lease, error) {
+	i := s.calls
+	s.calls++
+	if s.fail[i] {
+		return nil, errors.New("table on fire")
+	}
+	return s.script[min(i, len(s.script)-1)], nil
+}
+
+// scriptedMembers adds member records to scriptedLeases: Members returns members[i] in the
+// look of List's i-th call. Only Members is implemented.
+type scriptedMembers struct {
+	*scriptedLeases
+	lease.Membership
+	members [][]lease.Member
+}
+
+func (s *scriptedMembers) Members(context.Context, string, string) ([]lease.Member, error) {
+	return s.members[min(s.calls-1, len(s.members)-1)], nil
+}
+
+// TestInspectLeases_OwnerMoves: which counter moves prove an owner alive, and when. The leases
+// are listed at 0, 0.5, ..., 4 s (looks 0 to 8); a move first seen at look k happened between
+// look k-1 and look k, so (8-k)*500 to (9-k)*500 ms before the last look.
+func TestInspectLeases_OwnerMoves(t *testing.T) {
+	ls := func(owner string, gen, counter int64, checkpoint, pending string) lease.Lease {
+		return lease.Lease{Group: "billing", Stream: "orders", ShardID: shardID(0), Owner: owner, Generation: gen,
+			Counter: counter, Checkpoint: checkpoint, PendingOwner: pending}
+	}
+	mb := func(worker string, counter int64) lease.Member {
+		return lease.Member{Group: "billing", Stream: "orders", Worker: worker, Counter: counter}
+	}
+	// from returns a script of 9 looks: before until look k, then after.
+	from := func(k int, before, after []lease.Lease) [][]lease.Lease {
+		var script [][]lease.Lease
+		for i := range 9 {
+			script = append(script, map[bool][]lease.Lease{true: before, false: after}[i < k])
+		}
+		return script
+	}
+	membersFrom := func(k int, before, after []lease.Member) [][]lease.Member {
+		var script [][]lease.Member
+		for i := range 9 {
+			script = append(script, map[bool][]lease.Member{true: before, false: after}[i < k])
+		}
+		return script
+	}
+	a := []lease.Lease{ls("a", 1, 5, "10", "")}
+	tests := []struct {
+		name    string
+		leases  [][]lease.Lease
+		members [][]lease.Member // nil: the store keeps no member records
+		fail    map[int]bool
+		want    []kinesis.OwnerReport
+		wantErr string // in WatchError
+	}{
+		{name: "counter stands still", leases: [][]lease.Lease{a},
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+		{name: "renewal", leases: from(3, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2500, MovedMaxAgoMillis: 3000, LeaseMoved: true}}},
+		{name: "renewal seen by the last look", leases: from(8, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 0, MovedMaxAgoMillis: 500, LeaseMoved: true}}},
+		{name: "the latest of several moves", leases: [][]lease.Lease{a, a, {ls("a", 1, 6, "10", "")}, {ls("a", 1, 6, "10", "")}, {ls("a", 1, 7, "11", "")}},
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2000, MovedMaxAgoMillis: 2500, LeaseMoved: true}}},
+		{name: "a take is not the taker's proof", leases: from(2, a, []lease.Lease{ls("b", 2, 6, "10", "")}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}, {Owner: "b"}}},
+		{name: "a release is no one's", leases: from(2, a, []lease.Lease{ls("", 2, 6, "10", "")}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+		{name: "a handoff request is the taker's", leases: from(2, a, []lease.Lease{ls("a", 1, 6, "10", "b")}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+		{name: "a renewal with a handoff pending may be a repeated request",
+			leases: from(2, []lease.Lease{ls("a", 1, 5, "10", "b")}, []lease.Lease{ls("a", 1, 6, "10", "b")}),
+			want:   []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+		{name: "a checkpoint with a handoff pending is the owner's",
+			leases: from(6, []lease.Lease{ls("a", 1, 5, "10", "b")}, []lease.Lease{ls("a", 1, 6, "12", "b")}),
+			want:   []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500, LeaseMoved: true}}},
+		{name: "heartbeat", leases: [][]lease.Lease{a}, members: membersFrom(7, []lease.Member{mb("a", 3)}, []lease.Member{mb("a", 4)}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 500, MovedMaxAgoMillis: 1000, HeartbeatMoved: true}}},
+		{name: "a member record appears: its worker's own heartbeat created it", leases: [][]lease.Lease{a},
+			members: membersFrom(4, nil, []lease.Member{mb("c", 1)}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1},
+				{Owner: "c", Member: true, Moved: true, MovedMinAgoMillis: 2000, MovedMaxAgoMillis: 2500, HeartbeatMoved: true}}},
+		{name: "a member record that stands still, then goes", leases: [][]lease.Lease{a},
+			members: membersFrom(5, []lease.Member{mb("a", 3), mb("c", 9)}, []lease.Member{mb("a", 3)}),
+			want:    []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true}, {Owner: "c", Member: true}}},
+		{name: "lease and heartbeat: the later move gives the time, both the kinds",
+			leases:  from(2, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
+			members: membersFrom(6, []lease.Member{mb("a", 3)}, []lease.Member{mb("a", 4)}),
+			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500,
+				HeartbeatMoved: true, LeaseMoved: true}}},
+		{name: "failed looks widen the bounds", leases: from(3, a, []lease.Lease{ls("a", 1, 6, "10", "")}), fail: map[int]bool{3: true, 4: true},
+			want:    []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1500, MovedMaxAgoMillis: 3000, LeaseMoved: true}},
+			wantErr: "2 of 8 looks at the leases after the first failed, so the owners' moves are timed less closely; the last: kinesis: listing the leases of group \"billing\" on stream \"orders\": table on fire"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := memlog.New(memlog.Config{})
+				if _, err := log.CreateStream(context.Background(), &awskinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)}); err != nil {
+					t.Fatal(err)
+				}
+				leases := &scriptedLeases{script: tt.leases, fail: tt.fail}
+				var store lease.Store = leases
+				if tt.members != nil {
+					store = &scriptedMembers{scriptedLeases: leases, members: tt.members}
+				}
+				r, err := kinesis.InspectLeases(context.Background(), kinesis.InspectConfig{
+					Stream: "orders", ConsumerGroup: "billing", Client: log, LeaseStore: store, SkipBehind: true,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(r.Owners, tt.want) {
+					t.Errorf("owners:\n got %+v\nwant %+v", r.Owners, tt.want)
+				}
+				if r.WatchError != tt.wantErr || r.MembersKept != (tt.members != nil) {
+					t.Errorf("watch error %q, members kept %v; want %q, %v", r.WatchError, r.MembersKept, tt.wantErr, tt.members != nil)
+				}
+				if wantLooks := 9 - len(tt.fail); r.Looks != wantLooks || r.WatchedMillis != 4000 {
+					t.Errorf("looks %d, watched %d ms; want %d, 4000", r.Looks, r.WatchedMillis, wantLooks)
+				}
+				if tt.wantErr != "" {
+					var out bytes.Buffer
+					if err := r.WriteTable(&out); err != nil {
+						t.Fatal(err)
+					}
+					if !strings.HasSuffix(out.String(), "\nowners: "+tt.wantErr+"\n") {
+						t.Errorf("the table does not end with the watch error:\n%s", out.String())
+					}
+				}
+			})
+		})
+	}
+}
+
+// The summary gives the lag by time: the most any measured shard is behind, and which.
+func TestInspectReport_Summary(t *testing.T) {
+	behind := func(id string, ms int64) kinesis.ShardLease {
+		return kinesis.ShardLease{ShardID: id, State: kinesis.ShardOpen, Measured: true, Pending: true, BehindMillis: ms}
+	}
+	caughtUp := kinesis.ShardLease{ShardID: "s-caught-up", State: kinesis.ShardOpen, Measured: true}
+	unmeasured := kinesis.ShardLease{ShardID: "s-unmeasured", State: kinesis.ShardOpen}
+	finished := kinesis.ShardLease{ShardID: "s-finished", State: kinesis.ShardClosed, Finished: true, Measured: true}
+	gone := kinesis.ShardLease{ShardID: "s-gone", State: kinesis.ShardGone}
+	const counts = "%d shards (%d open, %d closed, %d gone); 0 leases (0 free); %d shards without a lease; 0 handoffs pending; "
+	tests := []struct {
+		name    string
+		r       kinesis.GroupReport
+		wantEnd string // after the counts
+	}{
+		{"two shards behind: the max, not the count", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 231), behind("s2", 432)}},
+			"max 432ms behind (s2); 0 owners"},
+		{"a tie: the first shard", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 90_500), behind("s2", 90_500)}},
+			"max 1m30.5s behind (s1); 0 owners"},
+		{"behind by less than a millisecond", kinesis.GroupReport{Shards: []kinesis.ShardLease{caughtUp, behind("s2", 0)}},
+			"max 0s behind (s2); 0 owners"},
+		{"caught up", kinesis.GroupReport{Shards: []kinesis.ShardLease{caughtUp, finished, gone}}, "caught up; 0 owners"},
+		{"some not measured", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 5), unmeasured, unmeasured}},
+			"max 5ms behind (s1) (2 shards not measured); 0 owners"},
+		{"none measured (SkipBehind)", kinesis.GroupReport{Shards: []kinesis.ShardLease{unmeasured, finished, gone}}, "lag not measured; 0 owners"},
+		{"no shards", kinesis.GroupReport{}, "caught up; 0 owners"},
+		{"owners, one look", kinesis.GroupReport{Owners: []kinesis.OwnerReport{{Owner: "a"}, {Owner: "b"}}}, "caught up; 2 owners"},
+		{"owners watched", kinesis.GroupReport{WatchedMillis: 4012,
+			Owners: []kinesis.OwnerReport{{Owner: "a", Moved: true, LeaseMoved: true}, {Owner: "b"}, {Owner: "c"}}},
+			"caught up; 3 owners, 2 with no move in the 4.0 s watched"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var open, closed, gone int
+			for _, s := range tt.r.Shards {
+				switch s.State {
+				case kinesis.ShardOpen:
+					open++
+				case kinesis.ShardClosed:
+					closed++
+				case kinesis.ShardGone:
+					gone++
+				}
+			}
+			var out bytes.Buffer
+			if err := tt.r.WriteTable(&out); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			// Every shard here is without a lease but the finished one.
+			unleased := 0
+			for _, s := range tt.r.Shards {
+				if !s.Finished {
+					unleased++
+				}
+			}
+			want := fmt.Sprintf(counts, len(tt.r.Shards), open, closed, gone, unleased) + tt.wantEnd
+			want = strings.Replace(want, "; 1 shards without", "; 1 shard without", 1)
+			if got := lines[len(lines)-1]; got != want {
+				t.Errorf("summary\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+func TestInspectReport_LastMoveCells(t *testing.T) {
+	tests := []struct {
+		name    string
+		o       kinesis.OwnerReport
+		watched int64
+		want    string
+	}{
+		{"heartbeat", kinesis.OwnerReport{Moved: true, MovedMinAgoMillis: 1234, MovedMaxAgoMillis: 1734, HeartbeatMoved: true}, 4000,
+			"moved 1.2-1.7 s ago (heartbeat)"},
+		{"both", kinesis.OwnerReport{Moved: true, MovedMaxAgoMillis: 499, HeartbeatMoved: true, LeaseMoved: true}, 4000,
+			"moved 0.0-0.5 s ago (heartbeat, lease)"},
+		{"lease", kinesis.OwnerReport{Moved: true, MovedMinAgoMillis: 61_000, MovedMaxAgoMillis: 61_500, LeaseMoved: true}, 70_000,
+			"moved 61.0-61.5 s ago (lease)"},
+		{"still, with leases", kinesis.OwnerReport{Leases: 2}, 4000,
+			"no move in the 4.0 s watched: may be dead (its leases are taken once their counters stand still for the group's LeaseDuration, 10 s by default)"},
+		{"still, no lease", kinesis.OwnerReport{Member: true}, 2500, "no move in the 2.5 s watched: may be gone"},
+		{"one look", kinesis.OwnerReport{Leases: 1}, 0, "not watched (one look)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.Owner = "w"
+			var out bytes.Buffer
+			r := kinesis.GroupReport{WatchedMillis: tt.watched, Owners: []kinesis.OwnerReport{tt.o}}
+			if err := r.WriteTable(&out); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(out.String(), "\n")
+			// The shard table's header, a blank line, the owner table's header and its row.
+			if len(lines) < 4 || lines[1] != "" {
+				t.Fatalf("table:\n%s", out.String())
+			}
+			if got := tableCells(t, lines[2:4])[1]; !reflect.DeepEqual(got, []string{"w", strconv.Itoa(tt.o.Leases), tt.want}) {
+				t.Errorf("owner row = %q, want LAST-MOVE %q\n%s", got, tt.want, out.String())
+			}
+		})
 	}
 }
