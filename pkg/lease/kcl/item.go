@@ -108,10 +108,13 @@ func (s *Store) itemKeyOf(op string, key lease.Key) (map[string]types.AttributeV
 
 // kclCheckpointOf is the KCL checkpoint (sequence number and sub-sequence number) of a
 // lease.Lease's checkpoint: "seq" is (seq, 0), "seq:sub" is (seq, sub), lease.ShardEnd is
-// (SHARD_END, 0). Anything else is an error: the KCL compares checkpoints as numbers.
+// (SHARD_END, 0), lease.TrimHorizon (a reset's) is (TRIM_HORIZON, 0). Anything else is an error: the KCL compares checkpoints as numbers.
 func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
-	if cp == lease.ShardEnd {
+	switch cp {
+	case lease.ShardEnd:
 		return lease.ShardEnd, 0, nil
+	case lease.TrimHorizon: // a reset's (kinesis.ResetGroup), the KCL's own sentinel
+		return TrimHorizon, 0, nil
 	}
 	seq, subText, inside := strings.Cut(cp, ":")
 	if inside {
@@ -135,7 +138,12 @@ func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
 // the same as the KCL's attributes, it is the checkpoint, as it was given.
 func checkpointOfKCL(seq string, sub int64, mine string) string {
 	switch seq {
-	case TrimHorizon, Latest, AtTimestamp, "":
+	case TrimHorizon:
+		if mine == lease.TrimHorizon {
+			return lease.TrimHorizon // a reset's: TRIM_HORIZON whatever the subscriber's InitialPosition
+		}
+		return ""
+	case Latest, AtTimestamp, "":
 		return ""
 	case lease.ShardEnd:
 		return lease.ShardEnd

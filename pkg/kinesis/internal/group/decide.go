@@ -88,7 +88,7 @@ const (
 	takeExpired    = "expired: its owner stopped renewing it"
 	takeHandedOver = "handed over"
 	takeOverdue    = "not handed over within HandoffTimeout: taken from its owner"
-	takeOwnIdle    = "held under this worker's id with no reader here (a restart of this worker, or a reader of it that stopped)"
+	takeOwnIdle    = "held under this worker's id with no reader here (a restart of this worker, a reader of it that stopped, or a reset of the group's position)"
 )
 
 // decide is one lease sync's decision.

@@ -83,7 +83,7 @@ func TestDecide(t *testing.T) {
 			delete(v.eligible, "s0")
 		}), ``},
 		{"ours with no reader: taken again (a restart)", baseView(func(v *view) { withLeases(v, "s0=me") }),
-			`take s0 held under this worker's id with no reader here (a restart of this worker, or a reader of it that stopped) from ""; unsettled`},
+			`take s0 held under this worker's id with no reader here (a restart of this worker, a reader of it that stopped, or a reset of the group's position) from ""; unsettled`},
 		{"ours with no reader, asked for: handed over", baseView(func(v *view) {
 			withLeases(v, "s0=me")
 			v.asked["s0"] = handoffAsk{at: t0, owner: "a"}

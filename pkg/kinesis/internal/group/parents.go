@@ -28,6 +28,30 @@ func (c *Subscription) startPosition(l lease.Lease) shard.Position {
 	return c.cfg.InitialPosition
 }
 
+// startOf is where the reader of a lease just taken starts: after its checkpoint, at the
+// position a reset wrote as its checkpoint (lease.Start), or, with no checkpoint, at
+// startPosition.
+func (c *Subscription) startOf(taken lease.Lease) shard.Start {
+	s, isStart, err := lease.ParseStart(taken.Checkpoint)
+	switch {
+	case err != nil:
+		// Nothing this package writes; a hand-edited table. Read as no checkpoint, which
+		// loses nothing the subscriber's InitialPosition would read, and say so.
+		c.cfg.Logger.Error("Lease checkpoint cannot be read; starting the shard at the subscriber's InitialPosition", err,
+			c.logFields().Add(watermill.LogFields{"shard": taken.ShardID, "generation": taken.Generation}))
+		return shard.Start{Initial: c.startPosition(taken)}
+	case !isStart:
+		return shard.Start{After: taken.Checkpoint, Initial: c.startPosition(taken)}
+	}
+	switch s.Type {
+	case lease.StartAtTimestamp:
+		return shard.Start{Initial: shard.Position{Type: shard.AtTimestamp, Timestamp: s.Timestamp}}
+	case lease.StartAtSequenceNumber:
+		return shard.Start{Initial: shard.Position{Type: shard.AtSequenceNumber, SequenceNumber: s.SequenceNumber}}
+	}
+	return shard.Start{Initial: shard.Position{Type: shard.TrimHorizon}}
+}
+
 // skipClosed: the subscription starts at LATEST and the shard is closed (the listing shows an
 // ending sequence number). It logs the first time it skips a shard.
 func (c *Subscription) skipClosed(id string) bool {

@@ -177,7 +177,7 @@ func (c *Subscription) take(t takeStep) (*shard.Reader, error) {
 	c.cfg.Logger.Info("Lease taken", fields)
 	m := c.cfg.Metrics.ForShard(l.ShardID)
 	m.LeaseAcquired(takeReasonCodes[t.why])
-	r := c.startReader(l.ShardID, shard.Start{After: taken.Checkpoint, Initial: c.startPosition(taken)}, &taken, takenAt)
+	r := c.startReader(l.ShardID, c.startOf(taken), &taken, takenAt)
 	if r == nil {
 		m.Count(shard.CountLeasesHeld, -1) // no reader holds it: the lease expires
 	}

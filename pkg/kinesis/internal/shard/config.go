@@ -104,12 +104,16 @@ const (
 	TrimHorizon PositionType = iota
 	Latest
 	AtTimestamp
+	// AtSequenceNumber comes only from a checkpoint a reset wrote (lease.StartAtSequenceNumber),
+	// never from the configuration.
+	AtSequenceNumber
 )
 
-// Position is where a reader starts when there is no checkpoint.
+// Position is where a reader starts when there is no checkpoint, or where a reset put it.
 type Position struct {
-	Type      PositionType
-	Timestamp time.Time
+	Type           PositionType
+	Timestamp      time.Time
+	SequenceNumber string // of AtSequenceNumber
 }
 
 // Start is where a reader starts: after a sequence number (a checkpoint, possibly inside a KPL
@@ -117,6 +121,15 @@ type Position struct {
 type Start struct {
 	After   string // AFTER_SEQUENCE_NUMBER; "" means Initial
 	Initial Position
+}
+
+// sequence is the sequence number the start reads from, if any: Kinesis refuses one older
+// than the shard's trim horizon (fallBackFromTrimmed).
+func (s Start) sequence() string {
+	if s.After == "" && s.Initial.Type == AtSequenceNumber {
+		return s.Initial.SequenceNumber
+	}
+	return s.After
 }
 
 // Unmarshaler turns a record into a message; pkg/kinesis.Unmarshaler is one.

@@ -331,7 +331,7 @@ func (r *Reader) pushFailed(err error, inStream bool) error {
 		// which says which.
 		return r.consumerGone(err, what)
 	case awscall.Fatal:
-		if r.fallBackFromTrimmed(r.resumeAt().After, err) {
+		if r.fallBackFromTrimmed(r.resumeAt().sequence(), err) {
 			r.start, r.lastRead, r.push.continuation = Start{Initial: Position{Type: TrimHorizon}}, "", ""
 			return nil
 		}

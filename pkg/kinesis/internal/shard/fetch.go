@@ -150,7 +150,7 @@ func (r *Reader) fetchFailed(err error) error {
 				r.fetchAt = r.now().Add(awscall.Backoff(r.failures-1, 100*time.Millisecond, 5*time.Second))
 				return nil
 			}
-			if r.fallBackFromTrimmed(pos.After, gerr) {
+			if r.fallBackFromTrimmed(pos.sequence(), gerr) {
 				// The last record read aged out while the iterator sat unused: what came
 				// after it may have too, and the oldest record left is next.
 				r.start, r.lastRead = Start{Initial: Position{Type: TrimHorizon}}, ""

@@ -63,7 +63,7 @@ func (r *Reader) initIterator() error {
 				return err
 			}
 		case awscall.Fatal:
-			if !r.fallBackFromTrimmed(r.start.After, err) {
+			if !r.fallBackFromTrimmed(r.start.sequence(), err) {
 				return &awscall.ShardError{Stream: r.cfg.Stream, ShardID: r.shardID, Err: fmt.Errorf("%s: %w", strings.ToLower(r.openingWhat()), err)}
 			}
 			r.start = Start{Initial: Position{Type: TrimHorizon}}
@@ -117,6 +117,9 @@ func (r *Reader) startAt(pos Start) types.StartingPosition {
 	case pos.Initial.Type == AtTimestamp:
 		ts := pos.Initial.Timestamp
 		return types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: &ts}
+	case pos.Initial.Type == AtSequenceNumber:
+		at := pos.Initial.SequenceNumber
+		return types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: &at}
 	}
 	return types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
 }

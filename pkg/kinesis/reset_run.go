@@ -1,0 +1,349 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// resetAttempts is how many times a reset tries to take a lease that changed since it listed
+// it (renewed, taken, asked for) before it gives up on the reset.
+const resetAttempts = 8
+
+// resetPollInterval is how often a reset lists the leases while it waits for owners to hand
+// over (Settle) or to apply the reset (Wait).
+const resetPollInterval = 100 * time.Millisecond
+
+// run holds every lease to move, writes the position, and gives them back, in three passes:
+// while one shard's lease is written, no other is given back yet, so a child never starts at
+// the new position while its parent's lease still says the old one.
+//
+// Whatever fails, the leases it holds are given back before it returns (with a context of
+// their own: a cancelled reset must not leave leases under its id until they expire).
+func (r *resetter) run(ctx context.Context, shards []ShardReset, listed []lease.Lease) (err error) {
+	r.owners = map[string]string{}
+	byShard := map[string]lease.Lease{}
+	for _, l := range listed {
+		byShard[l.ShardID] = l
+	}
+	defer func() {
+		if err != nil {
+			giveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.RequestTimeout)
+			defer cancel()
+			for i := range shards {
+				if _, held := r.held[shards[i].ShardID]; held {
+					_ = r.giveBack(giveCtx, &shards[i]) // best effort: what is not given back expires
+				}
+			}
+		}
+	}()
+	moving := slices.DeleteFunc(slices.Clone(shards), func(s ShardReset) bool {
+		return s.Action != ResetActionMove && s.Action != ResetActionCreate
+	})
+	if r.cfg.Settle {
+		if err := r.settle(ctx, shards, byShard); err != nil {
+			return err
+		}
+	}
+	for _, s := range moving {
+		if _, held := r.held[s.ShardID]; held {
+			continue // handed over (settle)
+		}
+		l, ok := byShard[s.ShardID]
+		if err := r.hold(ctx, s, l, ok); err != nil {
+			return err
+		}
+	}
+	for _, s := range moving {
+		if err := r.write(ctx, s.ShardID); err != nil {
+			return err
+		}
+	}
+	for i := range shards {
+		if _, held := r.held[shards[i].ShardID]; held {
+			if err := r.giveBack(ctx, &shards[i]); err != nil {
+				return err
+			}
+		}
+	}
+	r.notifyOwners(ctx, shards)
+	return nil
+}
+
+// hold takes the shard's lease under the reset's id (or creates it there), conditioned on what
+// was observed: observed (ok false: no lease was listed).
+func (r *resetter) hold(ctx context.Context, s ShardReset, observed lease.Lease, ok bool) error {
+	for attempt := 0; ; attempt++ {
+		callCtx, cancel := r.call(ctx)
+		var l lease.Lease
+		var err error
+		if !ok {
+			l, err = r.cfg.LeaseStore.Create(callCtx, lease.Lease{
+				Group: r.cfg.ConsumerGroup, Stream: r.cfg.Stream, ShardID: s.ShardID,
+				Owner: r.self, Checkpoint: r.to, Parents: s.Parents,
+			})
+		} else {
+			l, err = r.cfg.LeaseStore.Take(callCtx, observed, r.self)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			r.held[s.ShardID] = l
+			if ok && !observed.Foreign && observed.Owner != r.self {
+				r.owners[s.ShardID] = observed.Owner // "" for a free lease: released again
+			}
+			return nil
+		case !errors.Is(err, lease.ErrLeaseChanged) && !errors.Is(err, lease.ErrLeaseNotFound) && !errors.Is(err, lease.ErrLeaseExists):
+			return r.errorf(s.ShardID, "holding the lease to move it: %w", err)
+		case attempt+1 >= resetAttempts:
+			return r.errorf(s.ShardID, "the lease changed under the reset %d times in a row (renewed, taken or asked for between a listing and the take); run the reset again: %w", resetAttempts, err)
+		}
+		leases, lerr := r.list(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		observed, ok = lease.Lease{}, false
+		for _, l := range leases {
+			if l.ShardID == s.ShardID {
+				observed, ok = l, true
+			}
+		}
+		if ok && observed.Foreign && observed.Owner != "" {
+			return r.errorf(s.ShardID, "a KCL worker (%s) took the lease while the reset ran: stop the KCL application first", observed.Owner)
+		}
+	}
+}
+
+// write replaces the checkpoint of a lease the reset holds (one it created has it already).
+func (r *resetter) write(ctx context.Context, shardID string) error {
+	held := r.held[shardID]
+	if held.Checkpoint == r.to && held.Owner == r.self && held.Generation == 0 {
+		return nil // created at the position
+	}
+	callCtx, cancel := r.call(ctx)
+	l, err := r.cfg.LeaseStore.Checkpoint(callCtx, held, r.to)
+	cancel()
+	if err != nil {
+		return r.errorf(shardID, "writing the position %s: %w", r.to, err)
+	}
+	r.held[shardID] = l
+	return nil
+}
+
+// giveBack hands a lease the reset holds to the worker that owned it (a take for that worker,
+// in a new generation: it reads at the new position once its fenced reader has exited), or
+// releases it. A handoff request that came in meanwhile moved the counter: the lease is
+// listed again and, still the reset's, given back as listed.
+func (r *resetter) giveBack(ctx context.Context, s *ShardReset) error {
+	held := r.held[s.ShardID]
+	owner := r.owners[s.ShardID]
+	for attempt := 0; ; attempt++ {
+		callCtx, cancel := r.call(ctx)
+		var l lease.Lease
+		var err error
+		if owner != "" {
+			l, err = r.cfg.LeaseStore.Take(callCtx, held, owner)
+		} else {
+			l, err = r.cfg.LeaseStore.Release(callCtx, held)
+		}
+		cancel()
+		if err == nil {
+			delete(r.held, s.ShardID)
+			s.GivenTo, s.Generation = owner, l.Generation
+			fields := r.fields(s.ShardID).Add(watermill.LogFields{"generation": l.Generation, "from": s.From, "to": l.Checkpoint, "owner": owner})
+			r.cfg.Logger.Info("Lease reset", fields)
+			return nil
+		}
+		if !errors.Is(err, lease.ErrLeaseChanged) || attempt+1 >= resetAttempts {
+			return r.errorf(s.ShardID, "giving the lease back to %q: %w", owner, err)
+		}
+		leases, lerr := r.list(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		i := slices.IndexFunc(leases, func(l lease.Lease) bool { return l.ShardID == s.ShardID })
+		if i < 0 || leases[i].Owner != r.self || leases[i].Generation != held.Generation {
+			return r.errorf(s.ShardID, "the lease was taken from the reset before it was given back (it is no longer the reset's)")
+		}
+		held = leases[i]
+	}
+}
+
+// notifyOwners tells each worker a lease was given back to, when the store keeps member
+// records, so that it looks at its leases at once rather than at its reader's next renewal.
+func (r *resetter) notifyOwners(ctx context.Context, shards []ShardReset) {
+	m, ok := r.cfg.LeaseStore.(lease.Membership)
+	if !ok {
+		return
+	}
+	done := map[string]bool{}
+	for _, s := range shards {
+		if s.GivenTo == "" || done[s.GivenTo] {
+			continue
+		}
+		done[s.GivenTo] = true
+		callCtx, cancel := r.call(ctx)
+		// A failed notice costs time only: the owner's reader learns at its next renewal.
+		_ = m.NotifyMember(callCtx, lease.Member{Group: r.cfg.ConsumerGroup, Stream: r.cfg.Stream, Worker: s.GivenTo})
+		cancel()
+	}
+}
+
+// settle asks each owner of a lease to move for a handoff to the reset, and waits up to
+// SettleTimeout for them to hand over; the leases handed over are held. Those that are not
+// (the owner is gone or slow, or another worker asked first) are taken by run as without
+// Settle.
+func (r *resetter) settle(ctx context.Context, shards []ShardReset, byShard map[string]lease.Lease) error {
+	asked := map[string]string{} // shard -> owner asked
+	for _, s := range shards {
+		l, ok := byShard[s.ShardID]
+		if s.Action != ResetActionMove || !ok || l.Free() || l.Foreign {
+			continue
+		}
+		callCtx, cancel := r.call(ctx)
+		_, err := r.cfg.LeaseStore.RequestHandoff(callCtx, l, r.self)
+		cancel()
+		if err == nil {
+			asked[s.ShardID] = l.Owner
+		}
+	}
+	owners := map[string]bool{}
+	for _, o := range asked {
+		owners[o] = true
+	}
+	for o := range owners {
+		if m, ok := r.cfg.LeaseStore.(lease.Membership); ok {
+			callCtx, cancel := r.call(ctx)
+			_ = m.NotifyMember(callCtx, lease.Member{Group: r.cfg.ConsumerGroup, Stream: r.cfg.Stream, Worker: o})
+			cancel()
+		}
+	}
+	deadline := time.Now().Add(r.cfg.SettleTimeout)
+	for len(asked) > 0 {
+		leases, err := r.list(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			owner, ok := asked[l.ShardID]
+			if !ok {
+				continue
+			}
+			switch {
+			case l.Owner == r.self:
+				r.held[l.ShardID], r.owners[l.ShardID] = l, owner
+				delete(asked, l.ShardID)
+				for i := range shards {
+					if shards[i].ShardID == l.ShardID {
+						shards[i].Settled = true
+					}
+				}
+			case l.PendingOwner != r.self:
+				delete(asked, l.ShardID) // the request is gone (the lease changed hands): fence it
+			}
+			byShard[l.ShardID] = l
+		}
+		if len(asked) == 0 || !time.Now().Before(deadline) {
+			return nil
+		}
+		if err := awscall.Sleep(ctx, resetPollInterval); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkForeign refuses a reset while a KCL worker is live on the table: it holds a lease whose
+// counter moved within KCLFailoverTime. A reset takes the leases of KCL workers that are gone
+// (their counters stood still that long) as a KCL worker would, and releases them.
+func (r *resetter) checkForeign(ctx context.Context, leases []lease.Lease) error {
+	first := map[string]lease.Lease{}
+	for _, l := range leases {
+		if l.Foreign && !l.Free() && r.moves(l.ShardID) {
+			first[l.ShardID] = l
+		}
+	}
+	if len(first) == 0 {
+		return nil
+	}
+	r.cfg.Logger.Info("Leases held by KCL workers: watching their counters before the reset", watermill.LogFields{
+		"stream": r.cfg.Stream, "group": r.cfg.ConsumerGroup, "leases": len(first), "for": r.cfg.KCLFailoverTime})
+	if err := awscall.Sleep(ctx, r.cfg.KCLFailoverTime); err != nil {
+		return err
+	}
+	again, err := r.list(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range again {
+		was, ok := first[l.ShardID]
+		if l.Foreign && !l.Free() && (!ok || l.Owner != was.Owner || l.Counter != was.Counter) {
+			return fmt.Errorf("kinesis: resetting group %q on stream %q: KCL worker %q is live (it renewed the lease of shard %q within the last %s); stop every worker of the KCL application before a reset, which moves only leases no KCL worker holds",
+				r.cfg.ConsumerGroup, r.cfg.Stream, l.Owner, l.ShardID, r.cfg.KCLFailoverTime)
+		}
+	}
+	return nil
+}
+
+// moves: the reset moves this shard's lease.
+func (r *resetter) moves(shardID string) bool { return r.cfg.ShardID == "" || r.cfg.ShardID == shardID }
+
+// wait lists the leases until every moved shard is applied (taken after the reset, or read to
+// its end already) or waits for its parents, or cfg.Wait is up, and fills in the report.
+func (r *resetter) wait(ctx context.Context, shards []ShardReset) error {
+	written := time.Now()
+	deadline := written.Add(r.cfg.Wait)
+	for {
+		leases, err := r.list(ctx)
+		if err != nil {
+			return err
+		}
+		byShard := map[string]lease.Lease{}
+		for _, l := range leases {
+			byShard[l.ShardID] = l
+		}
+		pending := 0
+		for i := range shards {
+			s := &shards[i]
+			if (s.Action != ResetActionMove && s.Action != ResetActionCreate) || s.AppliedBy != "" {
+				continue
+			}
+			l, ok := byShard[s.ShardID]
+			switch {
+			case !ok || l.Checkpoint == lease.ShardEnd:
+				s.AppliedBy, s.AppliedAfter, s.Waiting = "(read to its end)", time.Since(written), ""
+			case l.Generation > s.Generation && l.Owner != "":
+				s.AppliedBy, s.AppliedAfter, s.Waiting = l.Owner, time.Since(written), ""
+			case waitsForParents(l, byShard):
+				s.Waiting = "waits for its parents to be read to their end"
+			case l.Free():
+				s.Waiting, pending = "no worker has taken the lease yet (a stopped group applies the reset when it starts)", pending+1
+			default:
+				s.Waiting, pending = fmt.Sprintf("%s has not taken the lease again yet (its fenced reader stops at its next renewal)", l.Owner), pending+1
+			}
+		}
+		if pending == 0 || !time.Now().Before(deadline) {
+			return nil
+		}
+		if err := awscall.Sleep(ctx, resetPollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// waitsForParents: a parent of the lease's shard has a lease not read to its end yet.
+func waitsForParents(l lease.Lease, byShard map[string]lease.Lease) bool {
+	for _, p := range l.Parents {
+		if pl, ok := byShard[p]; ok && pl.Checkpoint != lease.ShardEnd {
+			return true
+		}
+	}
+	return false
+}

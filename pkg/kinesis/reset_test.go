@@ -1,0 +1,254 @@
+package kinesis_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// The reset tests run a group of two instances under keyed load (a message to every shard
+// every step) in fake time, reset it while it runs, and check for each reset:
+//   - the first record each moved shard delivers after the reset is the first at the position;
+//   - no record before the position is delivered later than one LeaseRenewInterval after
+//     ResetGroup returned (a fenced reader stops at its next renewal at the latest);
+//   - every record at or after the position is delivered after the reset (nothing lost);
+//   - one reader per shard throughout (grpWorld.check, after every step).
+
+// resetRun is one ResetGroup call made while the world steps.
+type resetRun struct {
+	started, returned time.Time
+	report            kinesis.ResetReport
+}
+
+// reset calls ResetGroup on a goroutine of its own and takes steps until it returns, so that
+// load and the group go on meanwhile (and fake time moves while it waits).
+func (w *grpWorld) reset(cfg kinesis.ResetConfig) resetRun {
+	w.t.Helper()
+	cfg.Stream, cfg.ConsumerGroup, cfg.Client, cfg.LeaseStore = w.e.stream, subGroup, w.e.log, w.e.store
+	type result struct {
+		r   kinesis.ResetReport
+		err error
+	}
+	done := make(chan result, 1)
+	run := resetRun{started: w.now()}
+	go func() {
+		r, err := kinesis.ResetGroup(context.Background(), cfg)
+		done <- result{r, err}
+	}()
+	for {
+		w.settle()
+		select {
+		case res := <-done:
+			if res.err != nil {
+				w.t.Fatalf("ResetGroup: %v", res.err)
+			}
+			run.returned, run.report = w.now(), res.r
+			return run
+		default:
+			w.step()
+		}
+	}
+}
+
+// arrival is when memlog took the delivered record.
+func (d grpDelivery) arrival() time.Time {
+	info, _ := kinesis.RecordFromContext(d.msg.Context())
+	return info.ArrivalTime
+}
+
+// checkReset checks one reset of the shards in moved: at(d) says whether a delivered record is
+// at or after the position. It returns, per shard, the first record delivered after the reset.
+func (w *grpWorld) checkReset(run resetRun, moved []string, at func(d grpDelivery) bool) map[string]grpDelivery {
+	w.t.Helper()
+	bound := run.returned.Add(grpRenewInterval)
+	// Run until every moved shard has delivered past the bound, plus a margin of load.
+	w.steps(grpRenewInterval + grpSyncInterval + time.Second)
+	first := map[string]grpDelivery{}
+	for _, shard := range moved {
+		after := w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && d.at.After(bound) })
+		if len(after) == 0 {
+			w.t.Fatalf("%s: nothing delivered after the reset's bound (fake %s)", shard, grpRel(bound))
+		}
+		for _, d := range after {
+			if !at(d) {
+				w.t.Errorf("%s: %s (seq %s, arrived fake %s) is before the position but was delivered at fake %s, later than the bound %s (reset returned at %s)",
+					shard, d.uuid, d.seq, grpRel(d.arrival()), grpRel(d.at), grpRel(bound), grpRel(run.returned))
+			}
+		}
+		// The first record delivered by the shard's reader after the reset: the first
+		// delivery after the fenced reader's last one, by a take after the reset.
+		var firstNew *grpDelivery
+		for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && d.at.After(run.started) }) {
+			if at(d) && (firstNew == nil) && w.takenSince(shard, d.worker, run.started, d.at) {
+				firstNew = &d
+			}
+		}
+		if firstNew == nil {
+			w.t.Fatalf("%s: no delivery by a reader that took the lease after the reset", shard)
+		}
+		first[shard] = *firstNew
+		// Nothing at or after the position is lost: every published record of the shard that
+		// is at it (by what delivered copies say) came again after the bound, or is the
+		// first, or came after the reset from the new reader.
+		want := w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && at(d) })
+		seen := map[string]bool{}
+		for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && !d.at.Before(firstNew.at) }) {
+			if w.takenSince(shard, d.worker, run.started, d.at) {
+				seen[d.uuid] = true
+			}
+		}
+		for _, d := range want {
+			if !seen[d.uuid] && w.published[d.uuid].n >= w.published[firstNew.uuid].n {
+				w.t.Errorf("%s: %s is at or after the position but was not delivered by the shard's reader after the reset", shard, d.uuid)
+			}
+		}
+		if got, wantFirst := firstNew.uuid, w.firstAt(shard, at); got != wantFirst {
+			w.t.Errorf("%s: first record delivered after the reset is %s, want %s (the first at the position)", shard, got, wantFirst)
+		}
+		w.t.Logf("%s: first after the reset %s (seq …%s, arrived fake %s) by %s at fake %s", shard, firstNew.uuid, tail(firstNew.seq), grpRel(firstNew.arrival()), firstNew.worker, grpRel(firstNew.at))
+	}
+	return first
+}
+
+// takenSince: worker took shard's lease after 'since' and before 'by' (its reader then reads
+// from the reset's position).
+func (w *grpWorld) takenSince(shard, worker string, since, by time.Time) bool {
+	for _, wk := range w.workerList() {
+		if wk.id != worker {
+			continue
+		}
+		for _, op := range wk.store.opsOf(lease.OpTake, shard) {
+			if op.err == nil && op.out.Owner == worker && op.at.After(since) && !op.at.After(by) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// firstAt is the first published record of shard (by rank) that some delivery shows at the
+// position.
+func (w *grpWorld) firstAt(shard string, at func(d grpDelivery) bool) string {
+	best, bestN := "", -1
+	for _, d := range w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && at(d) }) {
+		if n := w.published[d.uuid].n; bestN < 0 || n < bestN {
+			best, bestN = d.uuid, n
+		}
+	}
+	return best
+}
+
+func tail(s string) string { return s[max(0, len(s)-6):] }
+
+func allShards(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = subShard(i)
+	}
+	return out
+}
+
+// TestResetRunningGroup resets a running group of two instances to a time, to LATEST, and one
+// shard to a sequence number (at it, then after it), and checks each (checkReset).
+func TestResetRunningGroup(t *testing.T) {
+	for _, settle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settle=%v", settle), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { resetRunningGroup(t, settle) })
+		})
+	}
+}
+
+func resetRunningGroup(t *testing.T, settle bool) {
+	ignore := goleak.IgnoreCurrent()
+	w := newGrpWorld(t, 4)
+	w.resetFenced = true
+	w.publishing = true
+	w1 := w.start("w1")
+	w.steps(grpSyncInterval / 2)
+	w2 := w.start("w2")
+	w.runUntil("spread over w1 and w2", 4*grpSyncInterval+grpHandoffTimeout, func() bool { return w.spread("w1", "w2") })
+	w.steps(5 * time.Second)
+
+	// To a time 3 s back: the last 3 s are read again.
+	to := w.now().Add(-3 * time.Second)
+	run := w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: to}, Settle: settle, Wait: 20 * time.Second})
+	for _, s := range run.report.Shards {
+		if s.Action != kinesis.ResetActionMove || s.AppliedBy == "" || settle != s.Settled {
+			t.Errorf("to a time: shard %s: action %s, applied by %q (waiting: %s), settled %v; want moved, applied, settled %v",
+				s.ShardID, s.Action, s.AppliedBy, s.Waiting, s.Settled, settle)
+		}
+	}
+	t.Logf("to a time: returned after fake %s; %s", run.returned.Sub(run.started), reportLine(run.report))
+	w.checkReset(run, allShards(4), func(d grpDelivery) bool { return !d.arrival().Before(to) })
+
+	// To LATEST: what arrived more than 1 s before the reset is skipped.
+	w.steps(2 * time.Second)
+	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToLatest}, Settle: settle})
+	latest := run.report.At.Add(-time.Second)
+	if want := "AT_TIMESTAMP@" + latest.Format("2006-01-02T15:04:05.000Z07:00"); run.report.To != want {
+		t.Errorf("LATEST is written as %q, want %q", run.report.To, want)
+	}
+	w.checkReset(run, allShards(4), func(d grpDelivery) bool { return !d.arrival().Before(latest) })
+
+	// One shard to a sequence number: at it (the record comes again), then after it (stepped
+	// over).
+	w.steps(2 * time.Second)
+	shard := subShard(1)
+	old := w.deliveriesOf(func(d grpDelivery) bool { return d.shard == shard && d.at.Before(w.now().Add(-4*time.Second)) })
+	target := old[len(old)-1]
+	others := map[string]int{}
+	for _, id := range allShards(4) {
+		others[id] = len(w.deliveriesOf(func(d grpDelivery) bool { return d.shard == id }))
+	}
+	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
+	for _, s := range run.report.Shards {
+		if want := map[bool]string{true: kinesis.ResetActionMove, false: kinesis.ResetActionNone}[s.ShardID == shard]; s.Action != want {
+			t.Errorf("one shard: %s's action is %s, want %s", s.ShardID, s.Action, want)
+		}
+	}
+	rank := w.published[target.uuid].n
+	first := w.checkReset(run, []string{shard}, func(d grpDelivery) bool { return w.published[d.uuid].n >= rank })
+	if first[shard].uuid != target.uuid {
+		t.Errorf("at a sequence number: first record after the reset is %s, want %s", first[shard].uuid, target.uuid)
+	}
+
+	w.steps(2 * time.Second)
+	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetAfterSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
+	first = w.checkReset(run, []string{shard}, func(d grpDelivery) bool { return w.published[d.uuid].n > rank })
+	if got := w.published[first[shard].uuid].n; got != rank+1 {
+		t.Errorf("after a sequence number: first record after the reset has rank %d, want %d", got, rank+1)
+	}
+	// The other shards were never fenced: each went on without a lost lease.
+	for _, wk := range []*grpWorker{w1, w2} {
+		for _, id := range allShards(4) {
+			if id == shard {
+				continue
+			}
+			for _, ev := range wk.eventsOf("lost", id) {
+				if ev.at.After(run.started) {
+					t.Errorf("%s lost %s at fake %s, in a reset of %s alone", wk.id, id, grpRel(ev.at), shard)
+				}
+			}
+		}
+	}
+	w.publishing = false
+	w.close(w1)
+	w.close(w2)
+	goleak.VerifyNone(t, ignore)
+}
+
+func reportLine(r kinesis.ResetReport) string {
+	var parts []string
+	for _, s := range r.Shards {
+		parts = append(parts, fmt.Sprintf("%s %s %s->%s given to %q gen %d applied by %q after %s", s.ShardID, s.Action, tail(s.From), r.To, s.GivenTo, s.Generation, s.AppliedBy, s.AppliedAfter))
+	}
+	return strings.Join(parts, "; ")
+}
