@@ -252,3 +252,58 @@ func reportLine(r kinesis.ResetReport) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// Validate names every problem at once, each with its field and what to write.
+func TestResetConfigValidate(t *testing.T) {
+	e := newSubEnv(t, 1, nil)
+	base := func() kinesis.ResetConfig {
+		return kinesis.ResetConfig{Stream: e.stream, ConsumerGroup: "g", Client: e.log, LeaseStore: e.store,
+			To: kinesis.ResetPosition{Type: kinesis.ResetToTrimHorizon}}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*kinesis.ResetConfig)
+		want []string
+	}{
+		{"valid", func(*kinesis.ResetConfig) {}, nil},
+		{"nothing", func(c *kinesis.ResetConfig) { *c = kinesis.ResetConfig{} }, []string{"Stream", "ConsumerGroup is empty", "Client is nil", "LeaseStore is nil", "To.Type is ResetType(0)"}},
+		{"time without a time", func(c *kinesis.ResetConfig) { c.To.Type = kinesis.ResetToTimestamp }, []string{"To.Timestamp is zero"}},
+		{"sequence number without a shard", func(c *kinesis.ResetConfig) {
+			c.To = kinesis.ResetPosition{Type: kinesis.ResetAfterSequenceNumber, SequenceNumber: "12x"}
+		}, []string{`To.SequenceNumber "12x" is not a sequence number`, "ShardID is empty"}},
+		{"negative durations", func(c *kinesis.ResetConfig) { c.Wait, c.SettleTimeout = -1, -1 }, []string{"Wait is -1ns", "SettleTimeout is -1ns"}},
+		{"a time on a KCL table", func(c *kinesis.ResetConfig) {
+			c.LeaseStore = kclLike{c.LeaseStore}
+			c.To = kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: time.Now()}
+		}, []string{"KCL application's lease table cannot hold", "reset to TRIM_HORIZON or after a sequence number"}},
+		{"TRIM_HORIZON on a KCL table", func(c *kinesis.ResetConfig) { c.LeaseStore = kclLike{c.LeaseStore} }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.edit(&cfg)
+			err := cfg.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate passed, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate: %v\nwant it to say %q", err, w)
+				}
+			}
+			if _, err := kinesis.ResetGroup(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "invalid ResetConfig") {
+				t.Errorf("ResetGroup with that config: %v, want it refused", err)
+			}
+		})
+	}
+}
+
+// kclLike is a store that says it shares its table with KCL workers (lease.ForeignTable).
+type kclLike struct{ lease.Store }
+
+func (kclLike) ForeignWorkers() string { return "KCL workers" }

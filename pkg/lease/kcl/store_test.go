@@ -228,3 +228,61 @@ func TestStoreLeasesOnlyHasNoMembers(t *testing.T) {
 		}
 	}
 }
+
+// A reset to TRIM_HORIZON (kinesis.ResetGroup) on a KCL table writes the KCL's own sentinel,
+// which a KCL worker reads as the same position, and reads back as lease.TrimHorizon (whatever
+// the Subscriber's InitialPosition); a TRIM_HORIZON the KCL wrote itself stays "no checkpoint".
+// A position the KCL cannot hold is refused, naming it.
+func TestStoreResetToTrimHorizon(t *testing.T) {
+	c := dynamoClient(t)
+	table := tableName(t, "kcl-reset")
+	s, err := kcl.NewStore(t.Context(), kcl.Config{Client: c, TableName: table, Stream: "orders", CreateLeaseTable: true, LeasesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropTable(t, c, table)
+	l, err := s.Create(t.Context(), lease.Lease{Group: table, Stream: "orders", ShardID: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Take(t.Context(), l, "reset")
+	if err == nil {
+		held, err = s.Checkpoint(t.Context(), held, "49590338271490256608559692538361571095921575989136588898")
+	}
+	if err == nil {
+		held, err = s.Checkpoint(t.Context(), held, lease.TrimHorizon)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: "shardId-000000000000"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, _ := out.Item["checkpoint"].(*types.AttributeValueMemberS); cp == nil || cp.Value != "TRIM_HORIZON" {
+		t.Errorf("the KCL's checkpoint attribute after a reset to TRIM_HORIZON is %v, want the KCL's sentinel TRIM_HORIZON", out.Item["checkpoint"])
+	}
+	list, err := s.List(t.Context(), table, "orders")
+	if err != nil || len(list) != 1 || list[0].Checkpoint != lease.TrimHorizon {
+		t.Fatalf("List after the reset = %+v, %v; want checkpoint %q", list, err, lease.TrimHorizon)
+	}
+	if _, err := s.Checkpoint(t.Context(), held, "AT_TIMESTAMP@2026-12-05T14:00:00.000Z"); err == nil || !strings.Contains(err.Error(), "AT_TIMESTAMP@2026-12-05T14:00:00.000Z") {
+		t.Errorf("a checkpoint at a time on a KCL table: %v, want it refused, naming it", err)
+	}
+	// The KCL's own TRIM_HORIZON, with nothing of this store's: no checkpoint.
+	item := map[string]types.AttributeValue{
+		"leaseKey":                     &types.AttributeValueMemberS{Value: "shardId-000000000001"},
+		"leaseCounter":                 &types.AttributeValueMemberN{Value: "3"},
+		"checkpoint":                   &types.AttributeValueMemberS{Value: "TRIM_HORIZON"},
+		"checkpointSubSequenceNumber":  &types.AttributeValueMemberN{Value: "0"},
+		"ownerSwitchesSinceCheckpoint": &types.AttributeValueMemberN{Value: "0"},
+	}
+	if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	list, err = s.List(t.Context(), table, "orders")
+	if err != nil || len(list) != 2 || list[1].Checkpoint != "" {
+		t.Fatalf("List = %+v, %v; want the KCL's own TRIM_HORIZON read as no checkpoint", list, err)
+	}
+}
