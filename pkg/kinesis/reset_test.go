@@ -3,6 +3,7 @@ package kinesis_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -307,3 +308,150 @@ func TestResetConfigValidate(t *testing.T) {
 type kclLike struct{ lease.Store }
 
 func (kclLike) ForeignWorkers() string { return "KCL workers" }
+
+// A reset to a time before a split reads the parent again from that time (its lease, deleted
+// once its children were read, is created again), then the children from their start, so each
+// key's records come in order as on a first read; a reset to TRIM_HORIZON reads everything again
+// the same way.
+func TestResetAcrossReshard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		cfg := e.config(subGroup)
+		cfg.ShardSyncInterval = 20 * time.Millisecond
+		cfg.RequestTimeout = 50 * time.Millisecond // finished leases are deleted 300 ms after their children start
+		put := func(phase string, n int) {
+			for i := range n {
+				for _, k := range []string{"a", "b", "c", "d"} {
+					e.putRaw(k, fmt.Appendf(nil, "%s-%s-%d", k, phase, i))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		put("parent", 3)
+		since := time.Now() // the reset's time: the parent's records from here on, then every child's
+		put("late", 2)
+		sub := e.subscriber(cfg)
+		ch := e.subscribe(sub, context.Background())
+		subRecvAck(t, ch, 20)
+		parent := subShard(0)
+		e.subSplit(parent)
+		put("child", 2)
+		subRecvAck(t, ch, 8)
+		for deadline := time.Now().Add(subWait); ; time.Sleep(50 * time.Millisecond) { // polling the store: no signal
+			list, err := e.store.List(context.Background(), subGroup, e.stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(list, func(l lease.Lease) bool { return l.ShardID == parent }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the parent's lease is still there with both children read: %+v", list)
+			}
+		}
+
+		for _, to := range []kinesis.ResetPosition{
+			{Type: kinesis.ResetToTimestamp, Timestamp: since},
+			{Type: kinesis.ResetToTrimHorizon},
+		} {
+			report, err := kinesis.ResetGroup(context.Background(), kinesis.ResetConfig{
+				Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: e.store, To: to,
+			})
+			if err != nil {
+				t.Fatalf("ResetGroup to %v: %v", to.Type, err)
+			}
+			// The first reset creates the parent's lease again; the second finds it at SHARD_END.
+			wantAction := map[kinesis.ResetType]string{kinesis.ResetToTimestamp: kinesis.ResetActionCreate, kinesis.ResetToTrimHorizon: kinesis.ResetActionMove}[to.Type]
+			if got := report.Shards[0]; got.ShardID != parent || got.Action != wantAction {
+				t.Errorf("reset to %v: the parent's entry is %+v, want action %s", to.Type, got, wantAction)
+			}
+			want := map[string][]string{}
+			for _, k := range []string{"a", "b", "c", "d"} {
+				if to.Type == kinesis.ResetToTrimHorizon {
+					want[k] = append(want[k], k+"-parent-0", k+"-parent-1", k+"-parent-2")
+				}
+				want[k] = append(want[k], k+"-late-0", k+"-late-1", k+"-child-0", k+"-child-1")
+			}
+			n := 0
+			for _, w := range want {
+				n += len(w)
+			}
+			got := map[string][]string{}
+			for _, m := range subRecvAck(t, ch, n) {
+				k, _, _ := strings.Cut(string(m.Payload), "-")
+				got[k] = append(got[k], string(m.Payload))
+			}
+			for k, w := range want {
+				if fmt.Sprint(got[k]) != fmt.Sprint(w) {
+					t.Errorf("reset to %v: key %s delivered %v, want %v", to.Type, k, got[k], w)
+				}
+			}
+			subNone(t, ch, subQuiet)
+		}
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// kclTable is a MemoryStore read as a KCL application's table: leases of kcl-* owners are a
+// KCL worker's (Foreign).
+type kclTable struct{ lease.Store }
+
+func (kclTable) ForeignWorkers() string { return "KCL workers" }
+
+func (s kclTable) List(ctx context.Context, group, stream string) ([]lease.Lease, error) {
+	list, err := s.Store.List(ctx, group, stream)
+	for i := range list {
+		list[i].Foreign = strings.HasPrefix(list[i].Owner, "kcl-")
+	}
+	return list, err
+}
+
+// On a KCL table a reset is refused while a KCL worker renews a lease, naming it; once its
+// counters stood still for KCLFailoverTime, the reset takes its lease and releases it.
+func TestResetRefusedWhileKCLWorkerLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newSubEnv(t, 1, nil)
+		store := kclTable{e.store}
+		l, err := e.store.Create(t.Context(), lease.Lease{Group: subGroup, Stream: e.stream, ShardID: subShard(0)})
+		if err == nil {
+			l, err = e.store.Take(t.Context(), l, "kcl-worker-1")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		renewed := make(chan struct{})
+		go func() { // the KCL worker, renewing every second
+			defer close(renewed)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+					l, _ = e.store.Renew(context.Background(), l)
+				}
+			}
+		}()
+		cfg := kinesis.ResetConfig{Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: store,
+			To: kinesis.ResetPosition{Type: kinesis.ResetToTrimHorizon}}
+		_, err = kinesis.ResetGroup(t.Context(), cfg)
+		if err == nil || !strings.Contains(err.Error(), `KCL worker "kcl-worker-1" is live`) || !strings.Contains(err.Error(), "stop every worker of the KCL application") {
+			t.Fatalf("ResetGroup with a live KCL worker: %v, want it refused, naming the worker", err)
+		}
+		if got, _ := e.store.List(t.Context(), subGroup, e.stream); got[0].Owner != "kcl-worker-1" || got[0].Checkpoint != "" {
+			t.Fatalf("a refused reset changed the lease: %+v", got[0])
+		}
+		close(stop)
+		<-renewed
+		report, err := kinesis.ResetGroup(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("ResetGroup once the KCL worker stopped: %v", err)
+		}
+		got, _ := e.store.List(t.Context(), subGroup, e.stream)
+		if got[0].Owner != "" || got[0].Checkpoint != lease.TrimHorizon || report.Shards[0].GivenTo != "" {
+			t.Fatalf("after the reset the lease is %+v (report %+v), want free at TRIM_HORIZON", got[0], report.Shards[0])
+		}
+	})
+}
