@@ -706,13 +706,14 @@ func lfTenures(deliveries []lfDelivery, events []lfEvent) (tenures []*lfTenure, 
 	return tenures, acquired
 }
 
-// lfSeqLess orders checkpoints: "" first, sequence numbers as numbers, SHARD_END last.
+// lfSeqLess orders checkpoints: "" and a reset's start position (lease.Start: nothing of it
+// finished yet) first, sequence numbers as numbers, SHARD_END last.
 func lfSeqLess(a, b string) bool {
 	rank := func(s string) (int, *big.Int) {
-		switch s {
-		case "":
+		if _, start, _ := lease.ParseStart(s); start || s == "" {
 			return 0, nil
-		case lease.ShardEnd:
+		}
+		if s == lease.ShardEnd {
 			return 2, nil
 		}
 		n, _ := new(big.Int).SetString(s, 10)

@@ -243,10 +243,11 @@ func (r *Reader) releaseReason(exit Exit) string {
 // with no pause before it (found at a lease sync or by a refused write) is the WARN.
 func (r *Reader) logLost(err error) {
 	fields := r.LogFields().Add(watermill.LogFields{"reason": err.Error()})
+	lostTo := ""
 	select {
 	case <-r.lost:
-		if r.lostTo != "" {
-			fields["to"] = r.lostTo
+		if lostTo = r.lostTo; lostTo != "" {
+			fields["to"] = lostTo
 		}
 	default:
 	}
@@ -256,8 +257,13 @@ func (r *Reader) logLost(err error) {
 		r.cfg.Logger.Info(msg, fields)
 		return
 	}
-	logs.Warn(r.cfg.Logger, msg, nil, fields.Add(watermill.LogFields{
-		"why": "another worker owns the lease: this worker did not renew it in time (a process pause?), or took too long to hand it over"}))
+	why := "another worker owns the lease: this worker did not renew it in time (a process pause?), or took too long to hand it over; " +
+		"or a reset of the group's position (kinesis.ResetGroup, kinesis-leases reset) moved it, and this worker resumes at the new position"
+	if lostTo == r.cfg.WorkerID {
+		// Given back to this worker in a new generation: only a reset does that.
+		why = "a reset of the group's position (kinesis.ResetGroup, kinesis-leases reset) moved the lease; this worker resumes at the new position"
+	}
+	logs.Warn(r.cfg.Logger, msg, nil, fields.Add(watermill.LogFields{"why": why}))
 }
 
 // hook runs one of the application's ShardHooks for this shard, if it is set.

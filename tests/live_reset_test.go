@@ -1,0 +1,208 @@
+//go:build unix
+
+package tests_test
+
+import (
+	"context"
+	"math/big"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+)
+
+// TestLiveReset resets a running group of two tests/worker processes on kinesalite and dynalite,
+// under keyed load, to a time, to LATEST, and one shard to a sequence number, and checks for
+// each: no record before the position is delivered later than one LeaseRenewInterval after
+// ResetGroup returned; every record at or after it is delivered again after the reset; one
+// reader per shard throughout. It reports the first record each shard delivered after it.
+//
+// Positions are checked by the producer's numbering: n ≤ before[key] were published (Publish
+// returned) before the moment the position is taken at, so they arrived before it; the
+// batch that was out at that moment may fall on either side.
+func TestLiveReset(t *testing.T) {
+	t.Parallel() // with the other tests of processes, which mostly wait
+	env := newLiveEnv(t)
+	bin := lfBuildWorker(t)
+	store, table := env.leaseTable(t, newCallCounter())
+	stream, shards := lfCreateStream(t, env, lfShards)
+	keyShard := lfKeys(t, shards, lfKeysPerShard)
+	keys := make([]string, 0, len(keyShard))
+	for k := range keyShard {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	const group = "reset"
+	rec := newLfRecord()
+	mon := startLfMonitor(t, store, group, stream)
+	prod := startLfProducer(t, env, stream, keys)
+	args := lfWorkerArgs(env, table, stream, group)
+	lfStartWorker(t, bin, "w1", args, rec)
+	lfStartWorker(t, bin, "w2", args, rec)
+	mon.waitFor(t, "the leases to spread 3/3", func(s lfSnap) bool { return s.spread(map[string]int{"w1": 3, "w2": 3}) })
+
+	reset := func(what string, cfg kinesis.ResetConfig) (report kinesis.ResetReport, started, returned time.Time) {
+		t.Helper()
+		cfg.Stream, cfg.ConsumerGroup, cfg.Client, cfg.LeaseStore = stream, group, env.kinesisClient(), store
+		cfg.Wait = lfPhaseTimeout
+		ctx, cancel := context.WithTimeout(context.Background(), 2*lfPhaseTimeout)
+		defer cancel()
+		started = time.Now()
+		report, err := kinesis.ResetGroup(ctx, cfg)
+		returned = time.Now()
+		if err != nil {
+			t.Fatalf("%s: ResetGroup: %v", what, err)
+		}
+		for _, s := range report.Shards {
+			if s.Action == kinesis.ResetActionMove && s.AppliedBy == "" {
+				t.Errorf("%s: %s not applied within %s: %s", what, s.ShardID, lfPhaseTimeout, s.Waiting)
+			}
+		}
+		lfReport(t, "%s: ResetGroup took %s to %s, every owner applied it within %s", what, lfMS(returned.Sub(started)), report.To, lfMS(maxApplied(report)))
+		return report, started, returned
+	}
+	// settleAfter waits until the new readers caught up with the load.
+	settleAfter := func(what string) { lfCaughtUp(t, prod, rec, mon, "after "+what) }
+
+	// check checks one reset of the shards in moved. before(d) says that d is before the
+	// position for sure, atOrAfter that it is at or after it for sure. A shard's new reader is
+	// the first one acquired after the reset began.
+	check := func(what string, moved map[string]bool, started, returned time.Time, before, atOrAfter func(d lfDelivery) bool) map[string]lfDelivery {
+		t.Helper()
+		bound := returned.Add(lfLeaseRenewInterval + lfTolerance)
+		time.Sleep(time.Until(bound.Add(500 * time.Millisecond))) // load delivered past the bound
+		deliveries, events, _ := rec.snapshot()
+		newReader := map[string]lfEvent{}
+		for _, e := range events {
+			if moved[e.shard] && e.event == "acquired" && e.t.After(started) {
+				if f, ok := newReader[e.shard]; !ok || e.t.Before(f.t) {
+					newReader[e.shard] = e
+				}
+			}
+		}
+		redelivered := map[lfRec]bool{}
+		first := map[string]lfDelivery{}
+		for _, d := range deliveries {
+			if !moved[d.shard] {
+				continue
+			}
+			if d.t.After(bound) && before(d) {
+				t.Errorf("%s: %s:%d (shard %s) is before the position but %s delivered it %s after ResetGroup returned (bound: LeaseRenewInterval %s)",
+					what, d.key, d.n, d.shard, d.worker, lfMS(d.t.Sub(returned)), lfLeaseRenewInterval)
+			}
+			if nr, ok := newReader[d.shard]; ok && d.worker == nr.worker && !d.t.Before(nr.t.Add(-lfTolerance)) {
+				redelivered[lfRec{d.key, d.n}] = true
+				if f, ok := first[d.shard]; !ok || d.seqN.Cmp(f.seqN) < 0 {
+					first[d.shard] = d
+				}
+			}
+		}
+		lost := 0
+		for _, d := range deliveries {
+			if moved[d.shard] && d.t.Before(started) && atOrAfter(d) && !redelivered[lfRec{d.key, d.n}] {
+				if lost++; lost <= 5 {
+					t.Errorf("%s: %s:%d (shard %s) is at or after the position but was not delivered again after the reset", what, d.key, d.n, d.shard)
+				}
+			}
+		}
+		for shard := range moved {
+			f, ok := first[shard]
+			if !ok {
+				t.Errorf("%s: shard %s: no reader acquired it after the reset, or it delivered nothing", what, shard)
+				continue
+			}
+			lfReport(t, "%s: %s's first record after the reset: %s:%d (seq …%s), by %s, %s after ResetGroup returned",
+				what, shard, f.key, f.n, f.seq[max(0, len(f.seq)-8):], f.worker, lfMS(f.t.Sub(returned)))
+			if before(f) {
+				t.Errorf("%s: %s's first record after the reset, %s:%d, is before the position", what, shard, f.key, f.n)
+			}
+		}
+		return first
+	}
+	all := map[string]bool{}
+	for _, s := range shards {
+		all[*s.ShardId] = true
+	}
+
+	// 1. To a time: everything published since a moment 2 s ago is read again.
+	lfCaughtUp(t, prod, rec, mon, "before the reset to a time")
+	beforeT := prod.published()
+	at := time.Now()
+	time.Sleep(2 * time.Second)
+	_, started, returned := reset("to a time", kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: at}})
+	settleAfter("the reset to a time")
+	first := check("to a time", all, started, returned,
+		func(d lfDelivery) bool { return d.n <= beforeT[d.key] },
+		func(d lfDelivery) bool { return d.n > beforeT[d.key]+1 })
+	for shard, f := range first {
+		if f.n > beforeT[f.key]+2 {
+			t.Errorf("to a time: %s's first record after the reset is %s:%d; the first at the position is %s:%d or %d", shard, f.key, f.n, f.key, beforeT[f.key]+1, beforeT[f.key]+2)
+		}
+	}
+
+	// 2. To LATEST: what arrived more than a second before the reset is skipped.
+	beforeL := prod.published()
+	time.Sleep(1200 * time.Millisecond) // LATEST starts 1 s before the reset
+	_, started, returned = reset("to LATEST", kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToLatest}, Settle: true})
+	afterL := prod.published()
+	settleAfter("the reset to LATEST")
+	check("to LATEST", all, started, returned,
+		func(d lfDelivery) bool { return d.n <= beforeL[d.key] },
+		func(d lfDelivery) bool { return d.n > afterL[d.key] })
+
+	// 3. One shard to a sequence number a second back: that record comes again, and all after it.
+	deliveries, _, _ := rec.snapshot()
+	shard := *shards[2].ShardId
+	var target lfDelivery
+	for _, d := range deliveries {
+		if d.shard == shard && d.t.Before(time.Now().Add(-time.Second)) && (target.seqN == nil || d.seqN.Cmp(target.seqN) > 0) {
+			target = d
+		}
+	}
+	report, started, returned := reset("one shard at a sequence number", kinesis.ResetConfig{
+		ShardID: shard, To: kinesis.ResetPosition{Type: kinesis.ResetToSequenceNumber, SequenceNumber: target.seq}})
+	for _, s := range report.Shards {
+		if (s.ShardID == shard) != (s.Action == kinesis.ResetActionMove) {
+			t.Errorf("one shard: %s's action is %s", s.ShardID, s.Action)
+		}
+	}
+	settleAfter("the reset of one shard")
+	seq := func(d lfDelivery) *big.Int { return d.seqN }
+	first = check("one shard at a sequence number", map[string]bool{shard: true}, started, returned,
+		func(d lfDelivery) bool { return seq(d).Cmp(target.seqN) < 0 },
+		func(d lfDelivery) bool { return seq(d).Cmp(target.seqN) >= 0 })
+	if first[shard].seq != target.seq {
+		t.Errorf("one shard: the first record after the reset is %s:%d, want %s:%d, the record at the sequence number", first[shard].key, first[shard].n, target.key, target.n)
+	}
+
+	// One reader per shard throughout: no two workers' tenures of a shard overlap.
+	prod.stop()
+	deliveries, events, bad := rec.snapshot()
+	for _, b := range bad {
+		t.Errorf("worker output: %s", b)
+	}
+	tenures, _ := lfTenures(deliveries, events)
+	for i, a := range tenures {
+		for _, b := range tenures[i+1:] {
+			if a.shard != b.shard || a.worker == b.worker {
+				continue
+			}
+			aFrom, aTo := a.deliveries[0].t, a.deliveries[len(a.deliveries)-1].t
+			bFrom, bTo := b.deliveries[0].t, b.deliveries[len(b.deliveries)-1].t
+			if aFrom.Before(bTo.Add(-lfTolerance)) && bFrom.Before(aTo.Add(-lfTolerance)) {
+				t.Errorf("shard %s read by %s (%s to %s) and %s (%s to %s) at once", a.shard,
+					a.worker, aFrom.Format("15:04:05.000"), aTo.Format("15:04:05.000"), b.worker, bFrom.Format("15:04:05.000"), bTo.Format("15:04:05.000"))
+			}
+		}
+	}
+}
+
+// maxApplied is the longest an owner took to apply a reset.
+func maxApplied(r kinesis.ResetReport) time.Duration {
+	var m time.Duration
+	for _, s := range r.Shards {
+		m = max(m, s.AppliedAfter)
+	}
+	return m
+}
