@@ -49,8 +49,10 @@ type Lease struct {
 	// not changed for the lease duration, timed on their own clock.
 	Counter int64
 
-	// Checkpoint is the sequence number of the last record the group finished, ShardEnd, or ""
-	// when the group has not finished any record of the shard yet.
+	// Checkpoint is the sequence number of the last record the group finished, ShardEnd, ""
+	// when the group has not finished any record of the shard yet, or a Start that a reset
+	// of the group's position wrote (see start.go): where the next reader starts. A Store
+	// keeps it as an opaque string.
 	Checkpoint string
 	// Parents are the shard ids this shard was split or merged from (at most two).
 	Parents []string
