@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 )
 
 // TestLiveReset resets a running group of two tests/worker processes on kinesalite and dynalite,
@@ -42,20 +42,20 @@ func TestLiveReset(t *testing.T) {
 	lfStartWorker(t, bin, "w2", args, rec)
 	mon.waitFor(t, "the leases to spread 3/3", func(s lfSnap) bool { return s.spread(map[string]int{"w1": 3, "w2": 3}) })
 
-	reset := func(what string, cfg kinesis.ResetConfig) (report kinesis.ResetReport, started, returned time.Time) {
+	reset := func(what string, cfg admin.ResetConfig) (report admin.ResetReport, started, returned time.Time) {
 		t.Helper()
 		cfg.Stream, cfg.ConsumerGroup, cfg.Client, cfg.LeaseStore = stream, group, env.kinesisClient(), store
 		cfg.Wait = lfPhaseTimeout
 		ctx, cancel := context.WithTimeout(context.Background(), 2*lfPhaseTimeout)
 		defer cancel()
 		started = time.Now()
-		report, err := kinesis.ResetGroup(ctx, cfg)
+		report, err := admin.ResetGroup(ctx, cfg)
 		returned = time.Now()
 		if err != nil {
 			t.Fatalf("%s: ResetGroup: %v", what, err)
 		}
 		for _, s := range report.Shards {
-			if s.Action == kinesis.ResetActionMove && s.AppliedBy == "" {
+			if s.Action == admin.ResetActionMove && s.AppliedBy == "" {
 				t.Errorf("%s: %s not applied within %s: %s", what, s.ShardID, lfPhaseTimeout, s.Waiting)
 			}
 		}
@@ -130,7 +130,7 @@ func TestLiveReset(t *testing.T) {
 	beforeT := prod.published()
 	at := time.Now()
 	time.Sleep(2 * time.Second)
-	_, started, returned := reset("to a time", kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: at}})
+	_, started, returned := reset("to a time", admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetToTimestamp, Timestamp: at}})
 	settleAfter("the reset to a time")
 	first := check("to a time", all, started, returned,
 		func(d lfDelivery) bool { return d.n <= beforeT[d.key] },
@@ -144,7 +144,7 @@ func TestLiveReset(t *testing.T) {
 	// 2. To LATEST: what arrived more than a second before the reset is skipped.
 	beforeL := prod.published()
 	time.Sleep(1200 * time.Millisecond) // LATEST starts 1 s before the reset
-	_, started, returned = reset("to LATEST", kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToLatest}, Settle: true})
+	_, started, returned = reset("to LATEST", admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetToLatest}, Settle: true})
 	afterL := prod.published()
 	settleAfter("the reset to LATEST")
 	check("to LATEST", all, started, returned,
@@ -160,10 +160,10 @@ func TestLiveReset(t *testing.T) {
 			target = d
 		}
 	}
-	report, started, returned := reset("one shard at a sequence number", kinesis.ResetConfig{
-		ShardID: shard, To: kinesis.ResetPosition{Type: kinesis.ResetToSequenceNumber, SequenceNumber: target.seq}})
+	report, started, returned := reset("one shard at a sequence number", admin.ResetConfig{
+		ShardID: shard, To: admin.ResetPosition{Type: admin.ResetToSequenceNumber, SequenceNumber: target.seq}})
 	for _, s := range report.Shards {
-		if (s.ShardID == shard) != (s.Action == kinesis.ResetActionMove) {
+		if (s.ShardID == shard) != (s.Action == admin.ResetActionMove) {
 			t.Errorf("one shard: %s's action is %s", s.ShardID, s.Action)
 		}
 	}
@@ -199,7 +199,7 @@ func TestLiveReset(t *testing.T) {
 }
 
 // maxApplied is the longest an owner took to apply a reset.
-func maxApplied(r kinesis.ResetReport) time.Duration {
+func maxApplied(r admin.ResetReport) time.Duration {
 	var m time.Duration
 	for _, s := range r.Shards {
 		m = max(m, s.AppliedAfter)

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 )
 
 // kclLease is one item of a KCL lease table, with the attribute names the KCL writes.
@@ -214,7 +214,7 @@ func TestRun_KCLTable(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Fatalf("-json -group %s: exit %d, stderr %q", tc.group, code, errOut)
 		}
-		var r kinesis.GroupReport
+		var r admin.GroupReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("-json output does not decode: %v\n%s", err, out)
 		}

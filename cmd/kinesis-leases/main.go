@@ -21,7 +21,7 @@
 // leases and of its member records at each look (with -kcl, a Scan of the leases, and no member
 // records), and for each shard not at SHARD_END one GetShardIterator and one GetRecords with
 // Limit 1 (which count against the shard's 5 reads per second, shared with the group;
-// -skip-behind leaves them out). See kinesis.InspectLeases for what every field means.
+// -skip-behind leaves them out). See admin.InspectLeases for what every field means.
 //
 // With -kcl, -table is the lease table of a Kinesis Client Library (KCL) application, or of
 // subscribers on one (kcl.Store), and -group defaults to the table's name, which the KCL
@@ -67,6 +67,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease/kcl"
 )
@@ -164,7 +165,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: $AWS_ENDPOINT_URL_KINESIS, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
 	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
 	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
-	fs.DurationVar(&o.watch, "watch", kinesis.DefaultInspectWatch, "watch the leases and member records this long for moving counters, to tell live owners from dead ones (0: look once, and say nothing of liveness); the command takes this long at least")
+	fs.DurationVar(&o.watch, "watch", admin.DefaultInspectWatch, "watch the leases and member records this long for moving counters, to tell live owners from dead ones (0: look once, and say nothing of liveness); the command takes this long at least")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long (must be longer than -watch)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n"+
@@ -259,7 +260,7 @@ func awsConfig(ctx context.Context, o options) (aws.Config, error) {
 // inspect opens the lease table (never creating it) and inspects the group. Without the
 // endpoint flags, the SDK picks each client's endpoint from awsCfg (AWS_ENDPOINT_URL_KINESIS,
 // AWS_ENDPOINT_URL_DYNAMODB, ..., else the region's).
-func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupReport, error) {
+func inspect(ctx context.Context, o options, awsCfg aws.Config) (admin.GroupReport, error) {
 	kc := awskinesis.NewFromConfig(awsCfg, func(k *awskinesis.Options) {
 		if o.kinesisEndpoint != "" {
 			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
@@ -272,13 +273,13 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (kinesis.GroupRe
 	})
 	store, err := openStore(ctx, o, dc)
 	if err != nil {
-		return kinesis.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
+		return admin.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
 	}
 	watch := o.watch
 	if watch == 0 {
-		watch = kinesis.NoWatch
+		watch = admin.NoWatch
 	}
-	return kinesis.InspectLeases(ctx, kinesis.InspectConfig{
+	return admin.InspectLeases(ctx, admin.InspectConfig{
 		Stream:        o.stream,
 		ConsumerGroup: o.group,
 		Client:        kc,
@@ -370,7 +371,7 @@ func networkHint(o options, err error) string {
 // noteOddities tells on stderr what a report that looks wrong most likely means: no lease at
 // all (a wrong -group, -table or -stream), or, with -kcl, leases whose shard ids are a
 // multi-stream table's lease keys (-multi-stream left out).
-func noteOddities(o options, r kinesis.GroupReport, stderr io.Writer) {
+func noteOddities(o options, r admin.GroupReport, stderr io.Writer) {
 	switch {
 	case !hasLeases(r) && o.kcl && o.multiStream:
 		fmt.Fprintf(stderr, "kinesis-leases: note: KCL lease table %q holds no leases of stream %q; check -stream and -table, or the application has not read the stream yet\n",
@@ -389,7 +390,7 @@ func noteOddities(o options, r kinesis.GroupReport, stderr io.Writer) {
 // hasMultiStreamKeys reports whether a lease's shard id has a ':', as a multi-stream KCL
 // table's lease keys do (a shard id never has one), which a single-stream read takes for
 // shard ids.
-func hasMultiStreamKeys(r kinesis.GroupReport) bool {
+func hasMultiStreamKeys(r admin.GroupReport) bool {
 	for _, s := range r.Shards {
 		if s.HasLease && strings.Contains(s.ShardID, ":") {
 			return true
@@ -398,7 +399,7 @@ func hasMultiStreamKeys(r kinesis.GroupReport) bool {
 	return false
 }
 
-func hasLeases(r kinesis.GroupReport) bool {
+func hasLeases(r admin.GroupReport) bool {
 	for _, s := range r.Shards {
 		if s.HasLease {
 			return true

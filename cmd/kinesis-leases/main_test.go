@@ -28,6 +28,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -239,7 +240,7 @@ func TestRun_Emulators(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("-json: exit %d, stderr %q", code, errOut)
 	}
-	var r kinesis.GroupReport
+	var r admin.GroupReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("-json output does not decode: %v\n%s", err, out)
 	}
@@ -249,8 +250,8 @@ func TestRun_Emulators(t *testing.T) {
 	for i, s := range r.Shards {
 		l := leases[i] // both sorted by shard id
 		lateHere := s.ShardID == *put.ShardId
-		want := kinesis.ShardLease{
-			ShardID: l.ShardID, State: kinesis.ShardOpen, HasLease: true, Generation: l.Generation, Counter: l.Counter,
+		want := admin.ShardLease{
+			ShardID: l.ShardID, State: admin.ShardOpen, HasLease: true, Generation: l.Generation, Counter: l.Counter,
 			Checkpoint: l.Checkpoint, Parents: []string{}, Measured: true, Pending: lateHere,
 		}
 		if lateHere {
@@ -513,7 +514,7 @@ func TestRun_OwnersLiveness(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("-json: exit %d, stderr %q", code, errOut)
 	}
-	var r kinesis.GroupReport
+	var r admin.GroupReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("-json output does not decode: %v\n%s", err, out)
 	}

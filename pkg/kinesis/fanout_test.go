@@ -90,7 +90,7 @@ func TestFanOutGroupReads(t *testing.T) {
 			t.Errorf("%d GetRecords and %d GetShardIterator calls: a group with FanOut must not poll", reads, iters)
 		}
 		for i := range fltShards {
-			id := shardID(i)
+			id := subShard(i)
 			// 12 minutes at one subscription per 4m40s: at least 2 renewals.
 			if subs[id] < 2 {
 				t.Errorf("shard %s: %d subscriptions in 12 minutes; each lasts at most 5", id, subs[id])
@@ -179,7 +179,7 @@ func TestFanOutSubscriptionInUse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("RegisterStreamConsumer: %v", err)
 		}
-		first := shardID(0)
+		first := subShard(0)
 		prev, err := w.e.log.SubscribeToShard(ctx, &awskinesis.SubscribeToShardInput{
 			ConsumerARN: reg.Consumer.ConsumerARN, ShardId: aws.String(first),
 			StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest},

@@ -107,7 +107,7 @@ type grpWorld struct {
 	// workers (a KCL application's table): List marks the leases of kcl-* Foreign, and those
 	// of foreignAs too (a KCL worker under an instance's id).
 	foreign, foreignAs string
-	// resetFenced, when set, lets a reader stay open on a lease a reset (kinesis.ResetGroup)
+	// resetFenced, when set, lets a reader stay open on a lease a reset (admin.ResetGroup)
 	// moved from under it: held by the reset, or given back to the same worker in a later
 	// generation. Such a reader is fenced and stops at its next renewal; the reset tests bound
 	// its deliveries themselves. Two readers of one shard at once stay a violation.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -26,22 +27,22 @@ import (
 // resetRun is one ResetGroup call made while the world steps.
 type resetRun struct {
 	started, returned time.Time
-	report            kinesis.ResetReport
+	report            admin.ResetReport
 }
 
 // reset calls ResetGroup on a goroutine of its own and takes steps until it returns, so that
 // load and the group go on meanwhile (and fake time moves while it waits).
-func (w *grpWorld) reset(cfg kinesis.ResetConfig) resetRun {
+func (w *grpWorld) reset(cfg admin.ResetConfig) resetRun {
 	w.t.Helper()
 	cfg.Stream, cfg.ConsumerGroup, cfg.Client, cfg.LeaseStore = w.e.stream, subGroup, w.e.log, w.e.store
 	type result struct {
-		r   kinesis.ResetReport
+		r   admin.ResetReport
 		err error
 	}
 	done := make(chan result, 1)
 	run := resetRun{started: w.now()}
 	go func() {
-		r, err := kinesis.ResetGroup(context.Background(), cfg)
+		r, err := admin.ResetGroup(context.Background(), cfg)
 		done <- result{r, err}
 	}()
 	for {
@@ -180,9 +181,9 @@ func resetRunningGroup(t *testing.T, settle bool) {
 
 	// To a time 3 s back: the last 3 s are read again.
 	to := w.now().Add(-3 * time.Second)
-	run := w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: to}, Settle: settle, Wait: 20 * time.Second})
+	run := w.reset(admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetToTimestamp, Timestamp: to}, Settle: settle, Wait: 20 * time.Second})
 	for _, s := range run.report.Shards {
-		if s.Action != kinesis.ResetActionMove || s.AppliedBy == "" || settle != s.Settled {
+		if s.Action != admin.ResetActionMove || s.AppliedBy == "" || settle != s.Settled {
 			t.Errorf("to a time: shard %s: action %s, applied by %q (waiting: %s), settled %v; want moved, applied, settled %v",
 				s.ShardID, s.Action, s.AppliedBy, s.Waiting, s.Settled, settle)
 		}
@@ -192,7 +193,7 @@ func resetRunningGroup(t *testing.T, settle bool) {
 
 	// To LATEST: what arrived more than 1 s before the reset is skipped.
 	w.steps(2 * time.Second)
-	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToLatest}, Settle: settle})
+	run = w.reset(admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetToLatest}, Settle: settle})
 	latest := run.report.At.Add(-time.Second)
 	if want := "AT_TIMESTAMP@" + latest.Format("2006-01-02T15:04:05.000Z07:00"); run.report.To != want {
 		t.Errorf("LATEST is written as %q, want %q", run.report.To, want)
@@ -209,9 +210,9 @@ func resetRunningGroup(t *testing.T, settle bool) {
 	for _, id := range allShards(4) {
 		others[id] = len(w.deliveriesOf(func(d grpDelivery) bool { return d.shard == id }))
 	}
-	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetToSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
+	run = w.reset(admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetToSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
 	for _, s := range run.report.Shards {
-		if want := map[bool]string{true: kinesis.ResetActionMove, false: kinesis.ResetActionNone}[s.ShardID == shard]; s.Action != want {
+		if want := map[bool]string{true: admin.ResetActionMove, false: admin.ResetActionNone}[s.ShardID == shard]; s.Action != want {
 			t.Errorf("one shard: %s's action is %s, want %s", s.ShardID, s.Action, want)
 		}
 	}
@@ -222,7 +223,7 @@ func resetRunningGroup(t *testing.T, settle bool) {
 	}
 
 	w.steps(2 * time.Second)
-	run = w.reset(kinesis.ResetConfig{To: kinesis.ResetPosition{Type: kinesis.ResetAfterSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
+	run = w.reset(admin.ResetConfig{To: admin.ResetPosition{Type: admin.ResetAfterSequenceNumber, SequenceNumber: target.seq}, ShardID: shard, Settle: settle})
 	first = w.checkReset(run, []string{shard}, func(d grpDelivery) bool { return w.published[d.uuid].n > rank })
 	if got := w.published[first[shard].uuid].n; got != rank+1 {
 		t.Errorf("after a sequence number: first record after the reset has rank %d, want %d", got, rank+1)
@@ -246,7 +247,7 @@ func resetRunningGroup(t *testing.T, settle bool) {
 	goleak.VerifyNone(t, ignore)
 }
 
-func reportLine(r kinesis.ResetReport) string {
+func reportLine(r admin.ResetReport) string {
 	var parts []string
 	for _, s := range r.Shards {
 		parts = append(parts, fmt.Sprintf("%s %s %s->%s given to %q gen %d applied by %q after %s", s.ShardID, s.Action, tail(s.From), r.To, s.GivenTo, s.Generation, s.AppliedBy, s.AppliedAfter))
@@ -257,27 +258,27 @@ func reportLine(r kinesis.ResetReport) string {
 // Validate names every problem at once, each with its field and what to write.
 func TestResetConfigValidate(t *testing.T) {
 	e := newSubEnv(t, 1, nil)
-	base := func() kinesis.ResetConfig {
-		return kinesis.ResetConfig{Stream: e.stream, ConsumerGroup: "g", Client: e.log, LeaseStore: e.store,
-			To: kinesis.ResetPosition{Type: kinesis.ResetToTrimHorizon}}
+	base := func() admin.ResetConfig {
+		return admin.ResetConfig{Stream: e.stream, ConsumerGroup: "g", Client: e.log, LeaseStore: e.store,
+			To: admin.ResetPosition{Type: admin.ResetToTrimHorizon}}
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(*kinesis.ResetConfig)
+		edit func(*admin.ResetConfig)
 		want []string
 	}{
-		{"valid", func(*kinesis.ResetConfig) {}, nil},
-		{"nothing", func(c *kinesis.ResetConfig) { *c = kinesis.ResetConfig{} }, []string{"Stream", "ConsumerGroup is empty", "Client is nil", "LeaseStore is nil", "To.Type is ResetType(0)"}},
-		{"time without a time", func(c *kinesis.ResetConfig) { c.To.Type = kinesis.ResetToTimestamp }, []string{"To.Timestamp is zero"}},
-		{"sequence number without a shard", func(c *kinesis.ResetConfig) {
-			c.To = kinesis.ResetPosition{Type: kinesis.ResetAfterSequenceNumber, SequenceNumber: "12x"}
+		{"valid", func(*admin.ResetConfig) {}, nil},
+		{"nothing", func(c *admin.ResetConfig) { *c = admin.ResetConfig{} }, []string{"Stream", "ConsumerGroup is empty", "Client is nil", "LeaseStore is nil", "To.Type is ResetType(0)"}},
+		{"time without a time", func(c *admin.ResetConfig) { c.To.Type = admin.ResetToTimestamp }, []string{"To.Timestamp is zero"}},
+		{"sequence number without a shard", func(c *admin.ResetConfig) {
+			c.To = admin.ResetPosition{Type: admin.ResetAfterSequenceNumber, SequenceNumber: "12x"}
 		}, []string{`To.SequenceNumber "12x" is not a sequence number`, "ShardID is empty"}},
-		{"negative durations", func(c *kinesis.ResetConfig) { c.Wait, c.SettleTimeout = -1, -1 }, []string{"Wait is -1ns", "SettleTimeout is -1ns"}},
-		{"a time on a KCL table", func(c *kinesis.ResetConfig) {
+		{"negative durations", func(c *admin.ResetConfig) { c.Wait, c.SettleTimeout = -1, -1 }, []string{"Wait is -1ns", "SettleTimeout is -1ns"}},
+		{"a time on a KCL table", func(c *admin.ResetConfig) {
 			c.LeaseStore = kclLike{c.LeaseStore}
-			c.To = kinesis.ResetPosition{Type: kinesis.ResetToTimestamp, Timestamp: time.Now()}
+			c.To = admin.ResetPosition{Type: admin.ResetToTimestamp, Timestamp: time.Now()}
 		}, []string{"KCL application's lease table cannot hold", "reset to TRIM_HORIZON or after a sequence number"}},
-		{"TRIM_HORIZON on a KCL table", func(c *kinesis.ResetConfig) { c.LeaseStore = kclLike{c.LeaseStore} }, nil},
+		{"TRIM_HORIZON on a KCL table", func(c *admin.ResetConfig) { c.LeaseStore = kclLike{c.LeaseStore} }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
@@ -297,7 +298,7 @@ func TestResetConfigValidate(t *testing.T) {
 					t.Errorf("Validate: %v\nwant it to say %q", err, w)
 				}
 			}
-			if _, err := kinesis.ResetGroup(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "invalid ResetConfig") {
+			if _, err := admin.ResetGroup(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "invalid ResetConfig") {
 				t.Errorf("ResetGroup with that config: %v, want it refused", err)
 			}
 		})
@@ -350,24 +351,24 @@ func TestResetAcrossReshard(t *testing.T) {
 			}
 		}
 
-		for _, to := range []kinesis.ResetPosition{
-			{Type: kinesis.ResetToTimestamp, Timestamp: since},
-			{Type: kinesis.ResetToTrimHorizon},
+		for _, to := range []admin.ResetPosition{
+			{Type: admin.ResetToTimestamp, Timestamp: since},
+			{Type: admin.ResetToTrimHorizon},
 		} {
-			report, err := kinesis.ResetGroup(context.Background(), kinesis.ResetConfig{
+			report, err := admin.ResetGroup(context.Background(), admin.ResetConfig{
 				Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: e.store, To: to,
 			})
 			if err != nil {
 				t.Fatalf("ResetGroup to %v: %v", to.Type, err)
 			}
 			// The first reset creates the parent's lease again; the second finds it at SHARD_END.
-			wantAction := map[kinesis.ResetType]string{kinesis.ResetToTimestamp: kinesis.ResetActionCreate, kinesis.ResetToTrimHorizon: kinesis.ResetActionMove}[to.Type]
+			wantAction := map[admin.ResetType]string{admin.ResetToTimestamp: admin.ResetActionCreate, admin.ResetToTrimHorizon: admin.ResetActionMove}[to.Type]
 			if got := report.Shards[0]; got.ShardID != parent || got.Action != wantAction {
 				t.Errorf("reset to %v: the parent's entry is %+v, want action %s", to.Type, got, wantAction)
 			}
 			want := map[string][]string{}
 			for _, k := range []string{"a", "b", "c", "d"} {
-				if to.Type == kinesis.ResetToTrimHorizon {
+				if to.Type == admin.ResetToTrimHorizon {
 					want[k] = append(want[k], k+"-parent-0", k+"-parent-1", k+"-parent-2")
 				}
 				want[k] = append(want[k], k+"-late-0", k+"-late-1", k+"-child-0", k+"-child-1")
@@ -434,9 +435,9 @@ func TestResetRefusedWhileKCLWorkerLive(t *testing.T) {
 				}
 			}
 		}()
-		cfg := kinesis.ResetConfig{Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: store,
-			To: kinesis.ResetPosition{Type: kinesis.ResetToTrimHorizon}}
-		_, err = kinesis.ResetGroup(t.Context(), cfg)
+		cfg := admin.ResetConfig{Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: store,
+			To: admin.ResetPosition{Type: admin.ResetToTrimHorizon}}
+		_, err = admin.ResetGroup(t.Context(), cfg)
 		if err == nil || !strings.Contains(err.Error(), `KCL worker "kcl-worker-1" is live`) || !strings.Contains(err.Error(), "stop every worker of the KCL application") {
 			t.Fatalf("ResetGroup with a live KCL worker: %v, want it refused, naming the worker", err)
 		}
@@ -445,7 +446,7 @@ func TestResetRefusedWhileKCLWorkerLive(t *testing.T) {
 		}
 		close(stop)
 		<-renewed
-		report, err := kinesis.ResetGroup(t.Context(), cfg)
+		report, err := admin.ResetGroup(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("ResetGroup once the KCL worker stopped: %v", err)
 		}

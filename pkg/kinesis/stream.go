@@ -118,3 +118,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		}
 	}
 }
+
+// ValidateStreamName reports whether name is a stream name Kinesis accepts (1 to 128 letters,
+// digits, '_', '.' and '-'); the error matches ErrInvalidStreamName and says what is wrong.
+func ValidateStreamName(name string) error { return validateStreamName(name) }

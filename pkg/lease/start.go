@@ -8,7 +8,7 @@ import (
 
 // A checkpoint is normally the last record the group finished (a sequence number, "seq:sub"
 // inside a KPL aggregate), ShardEnd, or "" (nothing finished yet: the subscriber's
-// InitialPosition). A reset of the group's position (kinesis.ResetGroup) writes a fourth kind:
+// InitialPosition). A reset of the group's position (admin.ResetGroup) writes a fourth kind:
 // a Start, where the shard's next reader starts, whatever the subscriber's InitialPosition
 // says. The first record finished replaces it with a sequence number again.
 //

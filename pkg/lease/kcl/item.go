@@ -113,7 +113,7 @@ func kclCheckpointOf(cp string) (seq string, sub int64, err error) {
 	switch cp {
 	case lease.ShardEnd:
 		return lease.ShardEnd, 0, nil
-	case lease.TrimHorizon: // a reset's (kinesis.ResetGroup), the KCL's own sentinel
+	case lease.TrimHorizon: // a reset's (admin.ResetGroup), the KCL's own sentinel
 		return TrimHorizon, 0, nil
 	}
 	seq, subText, inside := strings.Cut(cp, ":")

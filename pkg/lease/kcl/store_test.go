@@ -229,7 +229,7 @@ func TestStoreLeasesOnlyHasNoMembers(t *testing.T) {
 	}
 }
 
-// A reset to TRIM_HORIZON (kinesis.ResetGroup) on a KCL table writes the KCL's own sentinel,
+// A reset to TRIM_HORIZON (admin.ResetGroup) on a KCL table writes the KCL's own sentinel,
 // which a KCL worker reads as the same position, and reads back as lease.TrimHorizon (whatever
 // the Subscriber's InitialPosition); a TRIM_HORIZON the KCL wrote itself stays "no checkpoint".
 // A position the KCL cannot hold is refused, naming it.

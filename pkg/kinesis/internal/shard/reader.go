@@ -258,10 +258,10 @@ func (r *Reader) logLost(err error) {
 		return
 	}
 	why := "another worker owns the lease: this worker did not renew it in time (a process pause?), or took too long to hand it over; " +
-		"or a reset of the group's position (kinesis.ResetGroup, kinesis-leases reset) moved it, and this worker resumes at the new position"
+		"or a reset of the group's position (admin.ResetGroup, kinesis-leases reset) moved it, and this worker resumes at the new position"
 	if lostTo == r.cfg.WorkerID {
 		// Given back to this worker in a new generation: only a reset does that.
-		why = "a reset of the group's position (kinesis.ResetGroup, kinesis-leases reset) moved the lease; this worker resumes at the new position"
+		why = "a reset of the group's position (admin.ResetGroup, kinesis-leases reset) moved the lease; this worker resumes at the new position"
 	}
 	logs.Warn(r.cfg.Logger, msg, nil, fields.Add(watermill.LogFields{"why": why}))
 }

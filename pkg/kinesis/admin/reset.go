@@ -1,17 +1,18 @@
-package kinesis
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/google/uuid"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -122,7 +123,7 @@ type ResetConfig struct {
 	ConsumerGroup string
 	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
 	// Required. ResetGroup calls ListShards only.
-	Client KinesisAPI
+	Client kinesis.KinesisAPI
 	// LeaseStore holds the group's leases: the store its subscribers use (for a LeaseTable,
 	// lease.NewDynamoDBStore on that table; for a KCL application's table, kcl.NewStore).
 	// Required.
@@ -180,7 +181,7 @@ func (c ResetConfig) Validate() error {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("kinesis: ResetConfig."+format, args...))
 	}
-	if err := validateStreamName(c.Stream); err != nil {
+	if err := kinesis.ValidateStreamName(c.Stream); err != nil {
 		add("Stream: %w", err)
 	}
 	switch {
@@ -300,7 +301,7 @@ func ResetGroup(ctx context.Context, cfg ResetConfig) (ResetReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return ResetReport{}, fmt.Errorf("kinesis: invalid ResetConfig: %w", err)
 	}
-	cfg.Client = oneRetryLayer(cfg.Client)
+	cfg.Client = awscall.OneRetryLayer(cfg.Client)
 	at := time.Now().UTC()
 	report := ResetReport{Stream: cfg.Stream, ConsumerGroup: cfg.ConsumerGroup, To: cfg.To.checkpoint(at), At: at, DryRun: cfg.DryRun}
 	shards, err := inspectListShards(ctx, InspectConfig{Stream: cfg.Stream, Client: cfg.Client, RequestTimeout: cfg.RequestTimeout})
@@ -331,50 +332,6 @@ func ResetGroup(ctx context.Context, cfg ResetConfig) (ResetReport, error) {
 		return report, err
 	}
 	return report, r.wait(ctx, report.Shards)
-}
-
-// planReset decides, from the shards and leases as listed (joinShardsAndLeases), what a reset
-// does to each shard: move every listed shard's lease (or create it), or only shardID's, and
-// leave the leases of shards no longer listed.
-func planReset(shards []ShardLease, shardID string) []ShardReset {
-	out := make([]ShardReset, 0, len(shards))
-	for _, s := range shards {
-		sr := ShardReset{ShardID: s.ShardID, State: s.State, Parents: s.Parents, Owner: s.Owner, From: s.Checkpoint}
-		switch {
-		case s.State == ShardGone:
-			sr.Action = ResetActionGone
-		case shardID != "" && s.ShardID != shardID:
-			sr.Action = ResetActionNone
-		case s.HasLease:
-			sr.Action = ResetActionMove
-		default:
-			sr.Action = ResetActionCreate
-		}
-		out = append(out, sr)
-	}
-	return out
-}
-
-func listed(shards []ShardReset, id string) bool {
-	for _, s := range shards {
-		if s.ShardID == id && s.State != ShardGone {
-			return true
-		}
-	}
-	return false
-}
-
-// refuseOtherResets fails when another reset holds a lease of the group: two resets moving the
-// same leases at once would each give back leases the other took, and the group's position
-// would be a mix of both.
-func refuseOtherResets(cfg ResetConfig, leases []lease.Lease) error {
-	for _, l := range leases {
-		if strings.HasPrefix(l.Owner, resetOwnerPrefix) {
-			return fmt.Errorf("kinesis: resetting group %q on stream %q: another reset (%s) holds the lease of shard %q; wait for it to finish (a reset that crashed leaves its leases to the group once they expire, after the group's LeaseDuration) and run this one again",
-				cfg.ConsumerGroup, cfg.Stream, l.Owner, l.ShardID)
-		}
-	}
-	return nil
 }
 
 // resetter carries a reset out. It runs on the caller's goroutine alone.

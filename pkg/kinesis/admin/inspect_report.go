@@ -1,4 +1,4 @@
-package kinesis
+package admin
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package kinesis_test
+package admin_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/admin"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -139,36 +140,36 @@ func (f *inspectFixture) get(t *testing.T, shard string) lease.Lease {
 	return lease.Lease{}
 }
 
-func (f *inspectFixture) config() kinesis.InspectConfig {
-	return kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: f.log, LeaseStore: f.store, Now: f.clock.now, Watch: kinesis.NoWatch}
+func (f *inspectFixture) config() admin.InspectConfig {
+	return admin.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: f.log, LeaseStore: f.store, Now: f.clock.now, Watch: admin.NoWatch}
 }
 
 func timeAt(d time.Duration) *time.Time { t := inspectT0.Add(d); return &t }
 
 // expectedShards is the report of the fixture at T0+10s.
-func (f *inspectFixture) expectedShards() []kinesis.ShardLease {
-	return []kinesis.ShardLease{
+func (f *inspectFixture) expectedShards() []admin.ShardLease {
+	return []admin.ShardLease{
 		{
-			ShardID: shardID(0), State: kinesis.ShardOpen, HasLease: true, Owner: "worker-a", Generation: 1, Counter: 3,
+			ShardID: shardID(0), State: admin.ShardOpen, HasLease: true, Owner: "worker-a", Generation: 1, Counter: 3,
 			Checkpoint: f.r0a, Parents: []string{}, Measured: true, Pending: true,
 			NextSequenceNumber: f.r0b, NextArrival: timeAt(time.Second),
 			BehindMillis:       9000, // r0b arrived at T0+1s
 			MillisBehindLatest: 8000, // memlog: r0c, the oldest record the read did not return, arrived at T0+2s
 		},
 		{
-			ShardID: shardID(1), State: kinesis.ShardClosed, EndingSequenceNumber: f.r1b, HasLease: true,
+			ShardID: shardID(1), State: admin.ShardClosed, EndingSequenceNumber: f.r1b, HasLease: true,
 			Generation: 2, Counter: 4, Checkpoint: lease.ShardEnd, Parents: []string{}, Finished: true, Measured: true,
 		},
 		{
-			ShardID: shardID(2), State: kinesis.ShardOpen, HasLease: true, Owner: "worker-b", Generation: 1, Counter: 4,
+			ShardID: shardID(2), State: admin.ShardOpen, HasLease: true, Owner: "worker-b", Generation: 1, Counter: 4,
 			Checkpoint: f.r2a, Parents: []string{shardID(1)}, PendingOwner: "worker-a", Measured: true,
 		},
 		{
-			ShardID: shardID(3), State: kinesis.ShardOpen, Parents: []string{shardID(1)}, Measured: true, Pending: true,
+			ShardID: shardID(3), State: admin.ShardOpen, Parents: []string{shardID(1)}, Measured: true, Pending: true,
 			NextSequenceNumber: f.r3a, NextArrival: timeAt(4 * time.Second), BehindMillis: 6000,
 		},
 		{
-			ShardID: shardID(9), State: kinesis.ShardGone, HasLease: true, Owner: "worker-c", Generation: 1, Counter: 2,
+			ShardID: shardID(9), State: admin.ShardGone, HasLease: true, Owner: "worker-c", Generation: 1, Counter: 2,
 			Parents: []string{},
 		},
 	}
@@ -176,7 +177,7 @@ func (f *inspectFixture) expectedShards() []kinesis.ShardLease {
 
 func TestInspectLeases_ReportsEveryShard(t *testing.T) {
 	f := newInspectFixture(t)
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestInspectLeases_ReportsEveryShard(t *testing.T) {
 	}
 }
 
-func assertShards(t *testing.T, got, want []kinesis.ShardLease) {
+func assertShards(t *testing.T, got, want []admin.ShardLease) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d shards, want %d: %+v", len(got), len(want), got)
@@ -239,7 +240,7 @@ func tableCells(t *testing.T, lines []string) [][]string {
 
 func TestInspectLeases_Table(t *testing.T) {
 	f := newInspectFixture(t)
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestInspectLeases_Table(t *testing.T) {
 
 func TestInspectLeases_JSON(t *testing.T) {
 	f := newInspectFixture(t)
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestInspectLeases_JSON(t *testing.T) {
 		t.Errorf("shard 2 has next_arrival with nothing waiting: %v", raw.Shards[2])
 	}
 	// And the whole report survives a round trip.
-	var back kinesis.GroupReport
+	var back admin.GroupReport
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ func TestInspectLeases_ExpiredCheckpoint(t *testing.T) {
 	if _, err := f.log.ExpireRecords("orders", inspectT0.Add(1500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestInspectLeases_ThrottledReadIsRetried(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,12 +402,12 @@ func TestInspectLeases_FailedShardIsReportedNotFatal(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := f.expectedShards()
-	want[3] = kinesis.ShardLease{ShardID: shardID(3), State: kinesis.ShardOpen, Parents: []string{shardID(1)}}
+	want[3] = admin.ShardLease{ShardID: shardID(3), State: admin.ShardOpen, Parents: []string{shardID(1)}}
 	wantErr := `kinesis: measuring shard "shardId-000000000003" of stream "orders": getting a shard iterator: KMSAccessDeniedException: no key for you`
 	got := r.Shards
 	if got[3].Error != wantErr {
@@ -453,7 +454,7 @@ func TestInspectLeases_SkipBehindReadsNothing(t *testing.T) {
 	})
 	cfg := f.config()
 	cfg.SkipBehind = true
-	r, err := kinesis.InspectLeases(context.Background(), cfg)
+	r, err := admin.InspectLeases(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestInspectLeases_GroupWithoutLeases(t *testing.T) {
 	f := newInspectFixture(t)
 	cfg := f.config()
 	cfg.ConsumerGroup = "nobody"
-	r, err := kinesis.InspectLeases(context.Background(), cfg)
+	r, err := admin.InspectLeases(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,13 +499,13 @@ func TestInspectLeases_Errors(t *testing.T) {
 	f := newInspectFixture(t)
 	cfg := f.config()
 	cfg.Stream = "no-such-stream"
-	if _, err := kinesis.InspectLeases(context.Background(), cfg); !errors.Is(err, kinesis.ErrStreamNotFound) || !strings.Contains(err.Error(), `"no-such-stream"`) {
+	if _, err := admin.InspectLeases(context.Background(), cfg); !errors.Is(err, kinesis.ErrStreamNotFound) || !strings.Contains(err.Error(), `"no-such-stream"`) {
 		t.Errorf("missing stream: err = %v, want ErrStreamNotFound naming the stream", err)
 	}
 
 	storeErr := errors.New("table on fire")
 	f.store.SetFault(func(context.Context, string, lease.Key) error { return storeErr })
-	_, err := kinesis.InspectLeases(context.Background(), f.config())
+	_, err := admin.InspectLeases(context.Background(), f.config())
 	if !errors.Is(err, storeErr) || !strings.Contains(err.Error(), `group "billing" on stream "orders"`) {
 		t.Errorf("failing store: err = %v, want it wrapped, naming group and stream", err)
 	}
@@ -512,44 +513,44 @@ func TestInspectLeases_Errors(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := kinesis.InspectLeases(ctx, f.config()); !errors.Is(err, context.Canceled) {
+	if _, err := admin.InspectLeases(ctx, f.config()); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: err = %v, want context.Canceled", err)
 	}
 }
 
 func TestInspectConfig_Validate(t *testing.T) {
 	log, store := memlog.New(memlog.Config{}), lease.NewMemoryStore()
-	ok := kinesis.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: log, LeaseStore: store}
+	ok := admin.InspectConfig{Stream: "orders", ConsumerGroup: "billing", Client: log, LeaseStore: store}
 	var nilLog *memlog.Log
 	tests := []struct {
 		name   string
-		change func(*kinesis.InspectConfig)
+		change func(*admin.InspectConfig)
 		want   []string // every line of the joined error; nil for valid
 	}{
-		{"valid", func(*kinesis.InspectConfig) {}, nil},
-		{"everything missing", func(c *kinesis.InspectConfig) { *c = kinesis.InspectConfig{} }, []string{
+		{"valid", func(*admin.InspectConfig) {}, nil},
+		{"everything missing", func(c *admin.InspectConfig) { *c = admin.InspectConfig{} }, []string{
 			"kinesis: InspectConfig.Stream: kinesis: invalid stream name: the stream name (the topic) is empty",
 			"kinesis: InspectConfig.ConsumerGroup is empty; name the group whose leases to show (SubscriberConfig.Group.Name of its subscribers)",
 			"kinesis: InspectConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log",
 			"kinesis: InspectConfig.LeaseStore is nil; pass the group's store (lease.NewDynamoDBStore on its lease table, or its lease.MemoryStore)",
 		}},
-		{"bad stream name", func(c *kinesis.InspectConfig) { c.Stream = "a b" }, []string{
+		{"bad stream name", func(c *admin.InspectConfig) { c.Stream = "a b" }, []string{
 			`kinesis: InspectConfig.Stream: kinesis: invalid stream name: "a b" has ' ' at byte 1; Kinesis allows only letters, digits, '_', '.' and '-'`,
 		}},
-		{"typed nil client", func(c *kinesis.InspectConfig) { c.Client = nilLog }, []string{
+		{"typed nil client", func(c *admin.InspectConfig) { c.Client = nilLog }, []string{
 			"kinesis: InspectConfig.Client is nil; pass an aws-sdk-go-v2 *kinesis.Client or a *memlog.Log",
 		}},
-		{"bad group", func(c *kinesis.InspectConfig) { c.ConsumerGroup = "\xff" }, []string{
+		{"bad group", func(c *admin.InspectConfig) { c.ConsumerGroup = "\xff" }, []string{
 			`kinesis: InspectConfig.ConsumerGroup "\xff" is not valid UTF-8, so no lease table can hold leases of it`,
 		}},
-		{"negative numbers", func(c *kinesis.InspectConfig) {
+		{"negative numbers", func(c *admin.InspectConfig) {
 			c.Concurrency, c.RequestTimeout, c.Watch = -1, -time.Second, -2*time.Second
 		}, []string{
 			"kinesis: InspectConfig.Concurrency is -1; it must not be negative",
 			"kinesis: InspectConfig.RequestTimeout is -1s; it must not be negative",
 			"kinesis: InspectConfig.Watch is -2s; it must not be negative (NoWatch lists the leases once)",
 		}},
-		{"NoWatch", func(c *kinesis.InspectConfig) { c.Watch = kinesis.NoWatch }, nil},
+		{"NoWatch", func(c *admin.InspectConfig) { c.Watch = admin.NoWatch }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -568,7 +569,7 @@ func TestInspectConfig_Validate(t *testing.T) {
 			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Validate():\n got %q\nwant %q", got, tt.want)
 			}
-			if _, ierr := kinesis.InspectLeases(context.Background(), c); ierr == nil || !strings.Contains(ierr.Error(), tt.want[0]) {
+			if _, ierr := admin.InspectLeases(context.Background(), c); ierr == nil || !strings.Contains(ierr.Error(), tt.want[0]) {
 				t.Errorf("InspectLeases() = %v, want the config's problems", ierr)
 			}
 		})
@@ -578,22 +579,22 @@ func TestInspectConfig_Validate(t *testing.T) {
 func TestInspectReport_BehindCells(t *testing.T) {
 	tests := []struct {
 		name string
-		s    kinesis.ShardLease
+		s    admin.ShardLease
 		want string
 	}{
-		{"finished", kinesis.ShardLease{Finished: true, Measured: true}, "finished"},
-		{"not measured", kinesis.ShardLease{}, "-"},
-		{"caught up", kinesis.ShardLease{Measured: true}, "caught up"},
-		{"behind", kinesis.ShardLease{Measured: true, Pending: true, BehindMillis: 90_500}, "1m30.5s"},
-		{"waiting, just arrived", kinesis.ShardLease{Measured: true, Pending: true}, "0s"},
-		{"expired and caught up", kinesis.ShardLease{Measured: true, CheckpointExpired: true}, "caught up (checkpoint expired)"},
-		{"error", kinesis.ShardLease{Error: "boom"}, "error (below)"},
+		{"finished", admin.ShardLease{Finished: true, Measured: true}, "finished"},
+		{"not measured", admin.ShardLease{}, "-"},
+		{"caught up", admin.ShardLease{Measured: true}, "caught up"},
+		{"behind", admin.ShardLease{Measured: true, Pending: true, BehindMillis: 90_500}, "1m30.5s"},
+		{"waiting, just arrived", admin.ShardLease{Measured: true, Pending: true}, "0s"},
+		{"expired and caught up", admin.ShardLease{Measured: true, CheckpointExpired: true}, "caught up (checkpoint expired)"},
+		{"error", admin.ShardLease{Error: "boom"}, "error (below)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.s.ShardID, tt.s.State, tt.s.HasLease, tt.s.Owner = "shardId-000000000000", kinesis.ShardOpen, true, "w"
+			tt.s.ShardID, tt.s.State, tt.s.HasLease, tt.s.Owner = "shardId-000000000000", admin.ShardOpen, true, "w"
 			var out bytes.Buffer
-			if err := (kinesis.GroupReport{Shards: []kinesis.ShardLease{tt.s}}).WriteTable(&out); err != nil {
+			if err := (admin.GroupReport{Shards: []admin.ShardLease{tt.s}}).WriteTable(&out); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(out.String(), "\n")
@@ -610,7 +611,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 func TestInspectReport_WriteTableFails(t *testing.T) {
-	r := kinesis.GroupReport{Stream: "orders", ConsumerGroup: "billing"}
+	r := admin.GroupReport{Stream: "orders", ConsumerGroup: "billing"}
 	err := r.WriteTable(failingWriter{})
 	if err == nil || !strings.Contains(err.Error(), `group "billing" on stream "orders": broken pipe`) {
 		t.Errorf("WriteTable() = %v, want the write error, naming group and stream", err)
@@ -624,11 +625,11 @@ func TestInspectFinishedLeaseDeleted(t *testing.T) {
 	if err := f.store.DeleteFinished(context.Background(), f.get(t, shardID(1))); err != nil {
 		t.Fatal(err)
 	}
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parent *kinesis.ShardLease
+	var parent *admin.ShardLease
 	for i := range r.Shards {
 		if r.Shards[i].ShardID == shardID(1) {
 			parent = &r.Shards[i]
@@ -655,7 +656,7 @@ func TestInspectLeases_CheckpointInsideRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := kinesis.InspectLeases(context.Background(), f.config())
+	r, err := admin.InspectLeases(context.Background(), f.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +690,7 @@ func TestInspectLeases_CheckpointInsideAggregate(t *testing.T) {
 		if _, err := f.store.Checkpoint(context.Background(), f.get(t, shardID(2)), tc.checkpoint); err != nil {
 			t.Fatal(err)
 		}
-		r, err := kinesis.InspectLeases(context.Background(), f.config())
+		r, err := admin.InspectLeases(context.Background(), f.config())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -733,19 +734,19 @@ func TestInspectLeases_WatchesOwners(t *testing.T) {
 		cfg := f.config()
 		cfg.Watch = 0 // the default
 		start := time.Now()
-		r, err := kinesis.InspectLeases(ctx, cfg)
+		r, err := admin.InspectLeases(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(start); took != kinesis.DefaultInspectWatch {
-			t.Errorf("InspectLeases took %s, want the watch, %s", took, kinesis.DefaultInspectWatch)
+		if took := time.Since(start); took != admin.DefaultInspectWatch {
+			t.Errorf("InspectLeases took %s, want the watch, %s", took, admin.DefaultInspectWatch)
 		}
 		wg.Wait()
 		if r.Looks != 9 || r.WatchedMillis != 4000 || !r.MembersKept || r.WatchError != "" {
 			t.Errorf("looks %d, watched %d ms, members kept %v, watch error %q; want 9, 4000, true, none",
 				r.Looks, r.WatchedMillis, r.MembersKept, r.WatchError)
 		}
-		want := []kinesis.OwnerReport{
+		want := []admin.OwnerReport{
 			// The last heartbeat, at 3.7 s, is first seen by the look at 4 s: 0 to 0.5 s ago.
 			{Owner: "worker-a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 0, MovedMaxAgoMillis: 500, HeartbeatMoved: true, LeaseMoved: true},
 			// The checkpoint at 1.2 s is first seen at 1.5 s: 2.5 to 3 s before 4 s.
@@ -797,7 +798,7 @@ func TestInspectLeases_MeasuringOutlastsWatch(t *testing.T) {
 		cfg := f.config()
 		cfg.Watch, cfg.Concurrency = 2*time.Second, 1
 		start := time.Now()
-		r, err := kinesis.InspectLeases(context.Background(), cfg)
+		r, err := admin.InspectLeases(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -821,7 +822,7 @@ func TestInspectLeases_CancelledWhileWatching(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		_, err := kinesis.InspectLeases(ctx, cfg)
+		_, err := admin.InspectLeases(ctx, cfg)
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `group "billing" on stream "orders"`) {
 			t.Errorf("err = %v, want the deadline, naming group and stream", err)
 		}
@@ -893,45 +894,45 @@ func TestInspectLeases_OwnerMoves(t *testing.T) {
 		leases  [][]lease.Lease
 		members [][]lease.Member // nil: the store keeps no member records
 		fail    map[int]bool
-		want    []kinesis.OwnerReport
+		want    []admin.OwnerReport
 		wantErr string // in WatchError
 	}{
 		{name: "counter stands still", leases: [][]lease.Lease{a},
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1}}},
 		{name: "renewal", leases: from(3, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2500, MovedMaxAgoMillis: 3000, LeaseMoved: true}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2500, MovedMaxAgoMillis: 3000, LeaseMoved: true}}},
 		{name: "renewal seen by the last look", leases: from(8, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 0, MovedMaxAgoMillis: 500, LeaseMoved: true}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 0, MovedMaxAgoMillis: 500, LeaseMoved: true}}},
 		{name: "the latest of several moves", leases: [][]lease.Lease{a, a, {ls("a", 1, 6, "10", "")}, {ls("a", 1, 6, "10", "")}, {ls("a", 1, 7, "11", "")}},
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2000, MovedMaxAgoMillis: 2500, LeaseMoved: true}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 2000, MovedMaxAgoMillis: 2500, LeaseMoved: true}}},
 		{name: "a take is not the taker's proof", leases: from(2, a, []lease.Lease{ls("b", 2, 6, "10", "")}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}, {Owner: "b"}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1}, {Owner: "b"}}},
 		{name: "a release is no one's", leases: from(2, a, []lease.Lease{ls("", 2, 6, "10", "")}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1}}},
 		{name: "a handoff request is the taker's", leases: from(2, a, []lease.Lease{ls("a", 1, 6, "10", "b")}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1}}},
 		{name: "a renewal with a handoff pending may be a repeated request",
 			leases: from(2, []lease.Lease{ls("a", 1, 5, "10", "b")}, []lease.Lease{ls("a", 1, 6, "10", "b")}),
-			want:   []kinesis.OwnerReport{{Owner: "a", Leases: 1}}},
+			want:   []admin.OwnerReport{{Owner: "a", Leases: 1}}},
 		{name: "a checkpoint with a handoff pending is the owner's",
 			leases: from(6, []lease.Lease{ls("a", 1, 5, "10", "b")}, []lease.Lease{ls("a", 1, 6, "12", "b")}),
-			want:   []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500, LeaseMoved: true}}},
+			want:   []admin.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500, LeaseMoved: true}}},
 		{name: "heartbeat", leases: [][]lease.Lease{a}, members: membersFrom(7, []lease.Member{mb("a", 3)}, []lease.Member{mb("a", 4)}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 500, MovedMaxAgoMillis: 1000, HeartbeatMoved: true}}},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 500, MovedMaxAgoMillis: 1000, HeartbeatMoved: true}}},
 		{name: "a member record appears: its worker's own heartbeat created it", leases: [][]lease.Lease{a},
 			members: membersFrom(4, nil, []lease.Member{mb("c", 1)}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1},
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1},
 				{Owner: "c", Member: true, Moved: true, MovedMinAgoMillis: 2000, MovedMaxAgoMillis: 2500, HeartbeatMoved: true}}},
 		{name: "a member record that stands still, then goes", leases: [][]lease.Lease{a},
 			members: membersFrom(5, []lease.Member{mb("a", 3), mb("c", 9)}, []lease.Member{mb("a", 3)}),
-			want:    []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true}, {Owner: "c", Member: true}}},
+			want:    []admin.OwnerReport{{Owner: "a", Leases: 1, Member: true}, {Owner: "c", Member: true}}},
 		{name: "lease and heartbeat: the later move gives the time, both the kinds",
 			leases:  from(2, a, []lease.Lease{ls("a", 1, 6, "10", "")}),
 			members: membersFrom(6, []lease.Member{mb("a", 3)}, []lease.Member{mb("a", 4)}),
-			want: []kinesis.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500,
+			want: []admin.OwnerReport{{Owner: "a", Leases: 1, Member: true, Moved: true, MovedMinAgoMillis: 1000, MovedMaxAgoMillis: 1500,
 				HeartbeatMoved: true, LeaseMoved: true}}},
 		{name: "failed looks widen the bounds", leases: from(3, a, []lease.Lease{ls("a", 1, 6, "10", "")}), fail: map[int]bool{3: true, 4: true},
-			want:    []kinesis.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1500, MovedMaxAgoMillis: 3000, LeaseMoved: true}},
+			want:    []admin.OwnerReport{{Owner: "a", Leases: 1, Moved: true, MovedMinAgoMillis: 1500, MovedMaxAgoMillis: 3000, LeaseMoved: true}},
 			wantErr: "2 of 8 looks at the leases after the first failed, so the owners' moves are timed less closely; the last: kinesis: listing the leases of group \"billing\" on stream \"orders\": table on fire"},
 	}
 	for _, tt := range tests {
@@ -946,7 +947,7 @@ func TestInspectLeases_OwnerMoves(t *testing.T) {
 				if tt.members != nil {
 					store = &scriptedMembers{scriptedLeases: leases, members: tt.members}
 				}
-				r, err := kinesis.InspectLeases(context.Background(), kinesis.InspectConfig{
+				r, err := admin.InspectLeases(context.Background(), admin.InspectConfig{
 					Stream: "orders", ConsumerGroup: "billing", Client: log, LeaseStore: store, SkipBehind: true,
 				})
 				if err != nil {
@@ -977,33 +978,33 @@ func TestInspectLeases_OwnerMoves(t *testing.T) {
 
 // The summary gives the lag by time: the most any measured shard is behind, and which.
 func TestInspectReport_Summary(t *testing.T) {
-	behind := func(id string, ms int64) kinesis.ShardLease {
-		return kinesis.ShardLease{ShardID: id, State: kinesis.ShardOpen, Measured: true, Pending: true, BehindMillis: ms}
+	behind := func(id string, ms int64) admin.ShardLease {
+		return admin.ShardLease{ShardID: id, State: admin.ShardOpen, Measured: true, Pending: true, BehindMillis: ms}
 	}
-	caughtUp := kinesis.ShardLease{ShardID: "s-caught-up", State: kinesis.ShardOpen, Measured: true}
-	unmeasured := kinesis.ShardLease{ShardID: "s-unmeasured", State: kinesis.ShardOpen}
-	finished := kinesis.ShardLease{ShardID: "s-finished", State: kinesis.ShardClosed, Finished: true, Measured: true}
-	gone := kinesis.ShardLease{ShardID: "s-gone", State: kinesis.ShardGone}
+	caughtUp := admin.ShardLease{ShardID: "s-caught-up", State: admin.ShardOpen, Measured: true}
+	unmeasured := admin.ShardLease{ShardID: "s-unmeasured", State: admin.ShardOpen}
+	finished := admin.ShardLease{ShardID: "s-finished", State: admin.ShardClosed, Finished: true, Measured: true}
+	gone := admin.ShardLease{ShardID: "s-gone", State: admin.ShardGone}
 	const counts = "%d shards (%d open, %d closed, %d gone); 0 leases (0 free); %d shards without a lease; 0 handoffs pending; "
 	tests := []struct {
 		name    string
-		r       kinesis.GroupReport
+		r       admin.GroupReport
 		wantEnd string // after the counts
 	}{
-		{"two shards behind: the max, not the count", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 231), behind("s2", 432)}},
+		{"two shards behind: the max, not the count", admin.GroupReport{Shards: []admin.ShardLease{behind("s1", 231), behind("s2", 432)}},
 			"max 432ms behind (s2); 0 owners"},
-		{"a tie: the first shard", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 90_500), behind("s2", 90_500)}},
+		{"a tie: the first shard", admin.GroupReport{Shards: []admin.ShardLease{behind("s1", 90_500), behind("s2", 90_500)}},
 			"max 1m30.5s behind (s1); 0 owners"},
-		{"behind by less than a millisecond", kinesis.GroupReport{Shards: []kinesis.ShardLease{caughtUp, behind("s2", 0)}},
+		{"behind by less than a millisecond", admin.GroupReport{Shards: []admin.ShardLease{caughtUp, behind("s2", 0)}},
 			"max 0s behind (s2); 0 owners"},
-		{"caught up", kinesis.GroupReport{Shards: []kinesis.ShardLease{caughtUp, finished, gone}}, "caught up; 0 owners"},
-		{"some not measured", kinesis.GroupReport{Shards: []kinesis.ShardLease{behind("s1", 5), unmeasured, unmeasured}},
+		{"caught up", admin.GroupReport{Shards: []admin.ShardLease{caughtUp, finished, gone}}, "caught up; 0 owners"},
+		{"some not measured", admin.GroupReport{Shards: []admin.ShardLease{behind("s1", 5), unmeasured, unmeasured}},
 			"max 5ms behind (s1) (2 shards not measured); 0 owners"},
-		{"none measured (SkipBehind)", kinesis.GroupReport{Shards: []kinesis.ShardLease{unmeasured, finished, gone}}, "lag not measured; 0 owners"},
-		{"no shards", kinesis.GroupReport{}, "caught up; 0 owners"},
-		{"owners, one look", kinesis.GroupReport{Owners: []kinesis.OwnerReport{{Owner: "a"}, {Owner: "b"}}}, "caught up; 2 owners"},
-		{"owners watched", kinesis.GroupReport{WatchedMillis: 4012,
-			Owners: []kinesis.OwnerReport{{Owner: "a", Moved: true, LeaseMoved: true}, {Owner: "b"}, {Owner: "c"}}},
+		{"none measured (SkipBehind)", admin.GroupReport{Shards: []admin.ShardLease{unmeasured, finished, gone}}, "lag not measured; 0 owners"},
+		{"no shards", admin.GroupReport{}, "caught up; 0 owners"},
+		{"owners, one look", admin.GroupReport{Owners: []admin.OwnerReport{{Owner: "a"}, {Owner: "b"}}}, "caught up; 2 owners"},
+		{"owners watched", admin.GroupReport{WatchedMillis: 4012,
+			Owners: []admin.OwnerReport{{Owner: "a", Moved: true, LeaseMoved: true}, {Owner: "b"}, {Owner: "c"}}},
 			"caught up; 3 owners, 2 with no move in the 4.0 s watched"},
 	}
 	for _, tt := range tests {
@@ -1011,11 +1012,11 @@ func TestInspectReport_Summary(t *testing.T) {
 			var open, closed, gone int
 			for _, s := range tt.r.Shards {
 				switch s.State {
-				case kinesis.ShardOpen:
+				case admin.ShardOpen:
 					open++
-				case kinesis.ShardClosed:
+				case admin.ShardClosed:
 					closed++
-				case kinesis.ShardGone:
+				case admin.ShardGone:
 					gone++
 				}
 			}
@@ -1043,26 +1044,26 @@ func TestInspectReport_Summary(t *testing.T) {
 func TestInspectReport_LastMoveCells(t *testing.T) {
 	tests := []struct {
 		name    string
-		o       kinesis.OwnerReport
+		o       admin.OwnerReport
 		watched int64
 		want    string
 	}{
-		{"heartbeat", kinesis.OwnerReport{Moved: true, MovedMinAgoMillis: 1234, MovedMaxAgoMillis: 1734, HeartbeatMoved: true}, 4000,
+		{"heartbeat", admin.OwnerReport{Moved: true, MovedMinAgoMillis: 1234, MovedMaxAgoMillis: 1734, HeartbeatMoved: true}, 4000,
 			"moved 1.2-1.7 s ago (heartbeat)"},
-		{"both", kinesis.OwnerReport{Moved: true, MovedMaxAgoMillis: 499, HeartbeatMoved: true, LeaseMoved: true}, 4000,
+		{"both", admin.OwnerReport{Moved: true, MovedMaxAgoMillis: 499, HeartbeatMoved: true, LeaseMoved: true}, 4000,
 			"moved 0.0-0.5 s ago (heartbeat, lease)"},
-		{"lease", kinesis.OwnerReport{Moved: true, MovedMinAgoMillis: 61_000, MovedMaxAgoMillis: 61_500, LeaseMoved: true}, 70_000,
+		{"lease", admin.OwnerReport{Moved: true, MovedMinAgoMillis: 61_000, MovedMaxAgoMillis: 61_500, LeaseMoved: true}, 70_000,
 			"moved 61.0-61.5 s ago (lease)"},
-		{"still, with leases", kinesis.OwnerReport{Leases: 2}, 4000,
+		{"still, with leases", admin.OwnerReport{Leases: 2}, 4000,
 			"no move in the 4.0 s watched: may be dead (its leases are taken once their counters stand still for the group's LeaseDuration, 10 s by default)"},
-		{"still, no lease", kinesis.OwnerReport{Member: true}, 2500, "no move in the 2.5 s watched: may be gone"},
-		{"one look", kinesis.OwnerReport{Leases: 1}, 0, "not watched (one look)"},
+		{"still, no lease", admin.OwnerReport{Member: true}, 2500, "no move in the 2.5 s watched: may be gone"},
+		{"one look", admin.OwnerReport{Leases: 1}, 0, "not watched (one look)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.o.Owner = "w"
 			var out bytes.Buffer
-			r := kinesis.GroupReport{WatchedMillis: tt.watched, Owners: []kinesis.OwnerReport{tt.o}}
+			r := admin.GroupReport{WatchedMillis: tt.watched, Owners: []admin.OwnerReport{tt.o}}
 			if err := r.WriteTable(&out); err != nil {
 				t.Fatal(err)
 			}

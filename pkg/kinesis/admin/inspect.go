@@ -1,11 +1,9 @@
-package kinesis
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -13,8 +11,8 @@ import (
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
-	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/group"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
 )
 
@@ -50,7 +48,7 @@ type InspectConfig struct {
 	// Client is the Kinesis client: *kinesis.Client of aws-sdk-go-v2, or a *memlog.Log.
 	// Required. InspectLeases calls ListShards and, for each shard it measures,
 	// GetShardIterator and one GetRecords with Limit 1.
-	Client KinesisAPI
+	Client kinesis.KinesisAPI
 	// LeaseStore holds the group's leases: the store its subscribers use (for a LeaseTable,
 	// lease.NewDynamoDBStore on that table). Required. Only List is called.
 	LeaseStore lease.Store
@@ -95,7 +93,7 @@ func (c InspectConfig) Validate() error {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("kinesis: InspectConfig."+format, args...))
 	}
-	if err := validateStreamName(c.Stream); err != nil {
+	if err := kinesis.ValidateStreamName(c.Stream); err != nil {
 		add("Stream: %w", err)
 	}
 	switch {
@@ -257,7 +255,7 @@ type ShardLease struct {
 // (4 s by default) or as long as the measuring, whichever is longer.
 //
 // It fails when the config is invalid, when the stream, the leases or the member records
-// cannot be listed at the start (ErrStreamNotFound for a missing stream), or when ctx ends. A
+// cannot be listed at the start (kinesis.ErrStreamNotFound for a missing stream), or when ctx ends. A
 // shard that cannot be measured does not fail the report: its Error says why, and
 // GroupReport.Err joins those errors. Nor does a later look that fails (WatchError).
 func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) {
@@ -265,7 +263,7 @@ func InspectLeases(ctx context.Context, cfg InspectConfig) (GroupReport, error) 
 	if err := cfg.Validate(); err != nil {
 		return GroupReport{}, fmt.Errorf("kinesis: invalid InspectConfig: %w", err)
 	}
-	cfg.Client = oneRetryLayer(cfg.Client)
+	cfg.Client = awscall.OneRetryLayer(cfg.Client)
 	shards, err := inspectListShards(ctx, cfg)
 	if err != nil {
 		return GroupReport{}, err
@@ -327,7 +325,7 @@ func inspectListShards(ctx context.Context, cfg InspectConfig) ([]types.Shard, e
 		cancel()
 		if err != nil {
 			if awscall.Classify(ctx, err) == awscall.NotFound {
-				return nil, fmt.Errorf("%w: %q: %w", ErrStreamNotFound, cfg.Stream, err)
+				return nil, fmt.Errorf("%w: %q: %w", kinesis.ErrStreamNotFound, cfg.Stream, err)
 			}
 			return nil, fmt.Errorf("kinesis: listing the shards of stream %q: %w", cfg.Stream, err)
 		}
@@ -338,65 +336,4 @@ func inspectListShards(ctx context.Context, cfg InspectConfig) ([]types.Shard, e
 		// A request with a NextToken must not name the stream.
 		in = &awskinesis.ListShardsInput{NextToken: out.NextToken}
 	}
-}
-
-// joinShardsAndLeases makes one entry per shard id found in either list, sorted by shard id
-// (Kinesis pads shard ids to a fixed width, so that is also their numeric order).
-func joinShardsAndLeases(shards []types.Shard, leases []lease.Lease) []ShardLease {
-	byID := map[string]*ShardLease{}
-	entry := func(id string) *ShardLease {
-		if s, ok := byID[id]; ok {
-			return s
-		}
-		s := &ShardLease{ShardID: id, State: ShardGone, Parents: []string{}}
-		byID[id] = s
-		return s
-	}
-	for _, sh := range shards {
-		id := aws.ToString(sh.ShardId)
-		if id == "" {
-			continue
-		}
-		s := entry(id)
-		s.State = ShardOpen
-		if sh.SequenceNumberRange != nil && aws.ToString(sh.SequenceNumberRange.EndingSequenceNumber) != "" {
-			s.State = ShardClosed
-			s.EndingSequenceNumber = *sh.SequenceNumberRange.EndingSequenceNumber
-		}
-		for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
-			if aws.ToString(p) != "" {
-				s.Parents = append(s.Parents, *p)
-			}
-		}
-	}
-	for _, l := range leases {
-		s := entry(l.ShardID)
-		s.HasLease = true
-		s.Owner, s.Generation, s.Counter = l.Owner, l.Generation, l.Counter
-		s.Checkpoint, s.PendingOwner = l.Checkpoint, l.PendingOwner
-		s.Finished = l.Checkpoint == lease.ShardEnd
-		if len(l.Parents) > 0 { // what the coordinator acts on
-			s.Parents = append([]string{}, l.Parents...)
-		}
-	}
-	// Closed shards whose lease was deleted after their children were read: finished.
-	var taken []string
-	for id, s := range byID {
-		if s.HasLease && (s.Generation > 0 || s.Checkpoint != "") {
-			taken = append(taken, id)
-		}
-	}
-	finished := group.FinishedAncestors(taken, func(id string) []string { return byID[id].Parents }, func(id string) bool {
-		s, ok := byID[id]
-		return ok && !s.HasLease && s.State == ShardClosed
-	})
-	for id := range finished {
-		byID[id].Finished = true
-	}
-	out := make([]ShardLease, 0, len(byID))
-	for _, s := range byID {
-		out = append(out, *s)
-	}
-	slices.SortFunc(out, func(a, b ShardLease) int { return strings.Compare(a.ShardID, b.ShardID) })
-	return out
 }

@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
+)
+
+// planReset decides, from the shards and leases as listed (joinShardsAndLeases), what a reset
+// does to each shard: move every listed shard's lease (or create it), or only shardID's, and
+// leave the leases of shards no longer listed.
+func planReset(shards []ShardLease, shardID string) []ShardReset {
+	out := make([]ShardReset, 0, len(shards))
+	for _, s := range shards {
+		sr := ShardReset{ShardID: s.ShardID, State: s.State, Parents: s.Parents, Owner: s.Owner, From: s.Checkpoint}
+		switch {
+		case s.State == ShardGone:
+			sr.Action = ResetActionGone
+		case shardID != "" && s.ShardID != shardID:
+			sr.Action = ResetActionNone
+		case s.HasLease:
+			sr.Action = ResetActionMove
+		default:
+			sr.Action = ResetActionCreate
+		}
+		out = append(out, sr)
+	}
+	return out
+}
+
+func listed(shards []ShardReset, id string) bool {
+	for _, s := range shards {
+		if s.ShardID == id && s.State != ShardGone {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseOtherResets fails when another reset holds a lease of the group: two resets moving the
+// same leases at once would each give back leases the other took, and the group's position
+// would be a mix of both.
+func refuseOtherResets(cfg ResetConfig, leases []lease.Lease) error {
+	for _, l := range leases {
+		if strings.HasPrefix(l.Owner, resetOwnerPrefix) {
+			return fmt.Errorf("kinesis: resetting group %q on stream %q: another reset (%s) holds the lease of shard %q; wait for it to finish (a reset that crashed leaves its leases to the group once they expire, after the group's LeaseDuration) and run this one again",
+				cfg.ConsumerGroup, cfg.Stream, l.Owner, l.ShardID)
+		}
+	}
+	return nil
+}
