@@ -103,6 +103,9 @@ func main() {
 
 // run is the whole command, with its streams and arguments passed in so that tests can run it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "reset" {
+		return runReset(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -155,21 +158,14 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kinesis-leases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.stream, "stream", "", "Kinesis stream (required)")
-	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.Group.Name (required; with -kcl, default: the -table, as the KCL names its table after the application)")
-	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.Group.LeaseTable, or with -kcl the KCL application's (required)")
-	fs.BoolVar(&o.kcl, "kcl", false, "-table is the lease table of a Kinesis Client Library (KCL) application (read with a Scan; see kcl.Store)")
-	fs.BoolVar(&o.multiStream, "multi-stream", false, "with -kcl: the KCL application is a multi-stream one (its lease keys name the stream)")
-	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	commonFlags(fs, &o)
 	fs.BoolVar(&o.skipBehind, "skip-behind", false, "do not read the shards to measure how far behind the group is")
-	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: $AWS_ENDPOINT_URL_KINESIS, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
-	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
-	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
 	fs.DurationVar(&o.watch, "watch", admin.DefaultInspectWatch, "watch the leases and member records this long for moving counters, to tell live owners from dead ones (0: look once, and say nothing of liveness); the command takes this long at least")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long (must be longer than -watch)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kinesis-leases -stream S -group G -table T [-json] [flags]\n"+
-			"       kinesis-leases -stream S -table KCL_APPLICATION -kcl [-multi-stream] [-group G] [-json] [flags]\n\n"+
+			"       kinesis-leases -stream S -table KCL_APPLICATION -kcl [-multi-stream] [-group G] [-json] [flags]\n"+
+			"       kinesis-leases reset -stream S -group G -table T -to POSITION [-shard ID] [-dry-run] [flags]   (kinesis-leases reset -help)\n\n"+
 			"Prints a consumer group's leases on a Kinesis stream: per shard its state, owner, generation,\n"+
 			"checkpoint, parents, pending handoff and how far behind the group is; per owner its leases and\n"+
 			"when it was last seen to move a counter (renewal, checkpoint or heartbeat), or that it did not\n"+
@@ -179,14 +175,45 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			"With -kcl it reads a KCL application's lease table instead, and\n"+
 			"-group defaults to the table's name (the KCL application's name); owners are then judged by their\n"+
 			"lease counters alone (KCL workers keep no member records).\n\n"+
-			"Credentials, region and endpoints are found as by every AWS SDK: environment (AWS_REGION,\n"+
-			"AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, ...), shared files (AWS_PROFILE), container\n"+
-			"or instance role; the flags below override them.\n\nFlags:\n")
+			credentialsHelp+"\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	problems := commonProblems(fs, &o)
+	switch {
+	case o.watch < 0:
+		problems = append(problems, fmt.Sprintf("-watch is %s; it must not be negative (-watch 0 looks once)", o.watch))
+	case o.timeout > 0 && o.timeout <= o.watch:
+		problems = append(problems, fmt.Sprintf("-timeout %s is not longer than -watch %s, so the command would give up before it reports: raise -timeout or shorten -watch", o.timeout, o.watch))
+	}
+	if len(problems) > 0 {
+		return o, &usageError{msg: strings.Join(problems, "\n  ")}
+	}
+	return o, nil
+}
+
+// credentialsHelp ends each mode's help.
+const credentialsHelp = "Credentials, region and endpoints are found as by every AWS SDK: environment (AWS_REGION,\n" +
+	"AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, ...), shared files (AWS_PROFILE), container\n" +
+	"or instance role; the flags below override them."
+
+// commonFlags are the flags of both modes: which group, where, and how to print.
+func commonFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.stream, "stream", "", "Kinesis stream (required)")
+	fs.StringVar(&o.group, "group", "", "consumer group, as in SubscriberConfig.Group.Name (required; with -kcl, default: the -table, as the KCL names its table after the application)")
+	fs.StringVar(&o.table, "table", "", "DynamoDB lease table of the group, as in SubscriberConfig.Group.LeaseTable, or with -kcl the KCL application's (required)")
+	fs.BoolVar(&o.kcl, "kcl", false, "-table is the lease table of a Kinesis Client Library (KCL) application (read with a Scan; see kcl.Store)")
+	fs.BoolVar(&o.multiStream, "multi-stream", false, "with -kcl: the KCL application is a multi-stream one (its lease keys name the stream)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.kinesisEndpoint, "endpoint-kinesis", "", "Kinesis endpoint URL (default: $AWS_ENDPOINT_URL_KINESIS, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
+	fs.StringVar(&o.dynamoDBEndpoint, "endpoint-dynamodb", "", "DynamoDB endpoint URL (default: $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL, else the region's AWS endpoint)")
+	fs.StringVar(&o.region, "region", "", "AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the shared config's, e.g. of $AWS_PROFILE)")
+}
+
+// commonProblems fills in the defaults of the common flags and lists what is wrong with them.
+func commonProblems(fs *flag.FlagSet, o *options) []string {
 	if o.kcl && o.group == "" {
 		o.group = o.table // the KCL's default table name is its application name
 	}
@@ -229,16 +256,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("-timeout is %s; it must be positive", o.timeout))
 	}
-	switch {
-	case o.watch < 0:
-		problems = append(problems, fmt.Sprintf("-watch is %s; it must not be negative (-watch 0 looks once)", o.watch))
-	case o.timeout > 0 && o.timeout <= o.watch:
-		problems = append(problems, fmt.Sprintf("-timeout %s is not longer than -watch %s, so the command would give up before it reports: raise -timeout or shorten -watch", o.timeout, o.watch))
-	}
-	if len(problems) > 0 {
-		return o, &usageError{msg: strings.Join(problems, "\n  ")}
-	}
-	return o, nil
+	return problems
 }
 
 // awsConfig loads the SDK config as every AWS SDK does, with -region if given.
@@ -261,16 +279,7 @@ func awsConfig(ctx context.Context, o options) (aws.Config, error) {
 // endpoint flags, the SDK picks each client's endpoint from awsCfg (AWS_ENDPOINT_URL_KINESIS,
 // AWS_ENDPOINT_URL_DYNAMODB, ..., else the region's).
 func inspect(ctx context.Context, o options, awsCfg aws.Config) (admin.GroupReport, error) {
-	kc := awskinesis.NewFromConfig(awsCfg, func(k *awskinesis.Options) {
-		if o.kinesisEndpoint != "" {
-			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
-		}
-	})
-	dc := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
-		if o.dynamoDBEndpoint != "" {
-			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
-		}
-	})
+	kc, dc := clients(o, awsCfg)
 	store, err := openStore(ctx, o, dc)
 	if err != nil {
 		return admin.GroupReport{}, fmt.Errorf("opening the lease table: %w", err)
@@ -287,6 +296,21 @@ func inspect(ctx context.Context, o options, awsCfg aws.Config) (admin.GroupRepo
 		SkipBehind:    o.skipBehind,
 		Watch:         watch,
 	})
+}
+
+// clients are the Kinesis and DynamoDB clients, at the endpoint flags if set.
+func clients(o options, awsCfg aws.Config) (*awskinesis.Client, *dynamodb.Client) {
+	kc := awskinesis.NewFromConfig(awsCfg, func(k *awskinesis.Options) {
+		if o.kinesisEndpoint != "" {
+			k.BaseEndpoint = aws.String(o.kinesisEndpoint)
+		}
+	})
+	dc := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		if o.dynamoDBEndpoint != "" {
+			d.BaseEndpoint = aws.String(o.dynamoDBEndpoint)
+		}
+	})
+	return kc, dc
 }
 
 // leasesOnly is a lease.Store and nothing more: kcl.Store opened with LeasesOnly has the

@@ -88,6 +88,9 @@ func readAfterCheckpoint(ctx context.Context, cfg InspectConfig, shardID, checkp
 	// may be done already (a plain record, or an aggregate's last user record): then the one
 	// after it says what is waiting.
 	seq, sub, inside := wire.ParsePosition(checkpoint)
+	if _, isStart, _ := lease.ParseStart(checkpoint); isStart {
+		inside = false // a reset's start: the record there is waiting
+	}
 	limit := int32(1)
 	if inside && !expired {
 		limit = 2
@@ -109,8 +112,13 @@ func readAfterCheckpoint(ctx context.Context, cfg InspectConfig, shardID, checkp
 func inspectIterator(ctx context.Context, cfg InspectConfig, shardID, checkpoint string) (string, error) {
 	in := &awskinesis.GetShardIteratorInput{StreamName: aws.String(cfg.Stream), ShardId: aws.String(shardID)}
 	seq, _, inside := wire.ParsePosition(checkpoint)
+	start, isStart, _ := lease.ParseStart(checkpoint)
 	switch {
-	case checkpoint == "":
+	case isStart && start.Type == lease.StartAtTimestamp: // where a reset put the group
+		in.ShardIteratorType, in.Timestamp = types.ShardIteratorTypeAtTimestamp, aws.Time(start.Timestamp)
+	case isStart && start.Type == lease.StartAtSequenceNumber:
+		in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(start.SequenceNumber)
+	case checkpoint == "" || isStart:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	case inside:
 		// Part of a KPL aggregate is done: the aggregate itself is still waiting.

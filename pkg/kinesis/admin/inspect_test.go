@@ -1078,3 +1078,37 @@ func TestInspectReport_LastMoveCells(t *testing.T) {
 		})
 	}
 }
+
+// After a reset, BEHIND is measured from where the reset put the group: the first record at or
+// after a time, the record at a sequence number, the trim horizon.
+func TestInspectAfterReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		to   func(f *inspectFixture) string
+		next func(f *inspectFixture) string
+	}{
+		{"at a time", func(*inspectFixture) string {
+			return lease.Start{Type: lease.StartAtTimestamp, Timestamp: inspectT0.Add(time.Second)}.Checkpoint()
+		}, func(f *inspectFixture) string { return f.r0b }},
+		{"at a sequence number", func(f *inspectFixture) string {
+			return lease.Start{Type: lease.StartAtSequenceNumber, SequenceNumber: f.r0c}.Checkpoint()
+		}, func(f *inspectFixture) string { return f.r0c }},
+		{"trim horizon", func(*inspectFixture) string { return lease.TrimHorizon }, func(f *inspectFixture) string { return f.r0a }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newInspectFixture(t)
+			l := f.get(t, shardID(0))
+			if _, err := f.store.Checkpoint(context.Background(), l, tc.to(f)); err != nil {
+				t.Fatal(err)
+			}
+			r, err := admin.InspectLeases(context.Background(), f.config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := r.Shards[0]
+			if !s.Measured || !s.Pending || s.NextSequenceNumber != tc.next(f) || s.Error != "" {
+				t.Errorf("shard 0 at %s: measured %v, pending %v, next %q (error %q); want next %q", tc.to(f), s.Measured, s.Pending, s.NextSequenceNumber, s.Error, tc.next(f))
+			}
+		})
+	}
+}
