@@ -38,15 +38,29 @@ func listed(shards []ShardReset, id string) bool {
 	return false
 }
 
-// refuseOtherResets fails when another reset holds a lease of the group: two resets moving the
-// same leases at once would each give back leases the other took, and the group's position
-// would be a mix of both.
+// refuseOtherResets fails when another reset holds a lease of the group, or has asked for one
+// (Settle): two resets moving the same leases at once would each give back leases the other
+// took, and the group's position would be a mix of both.
 func refuseOtherResets(cfg ResetConfig, leases []lease.Lease) error {
 	for _, l := range leases {
-		if strings.HasPrefix(l.Owner, resetOwnerPrefix) {
-			return fmt.Errorf("kinesis: resetting group %q on stream %q: another reset (%s) holds the lease of shard %q; wait for it to finish (a reset that crashed leaves its leases to the group once they expire, after the group's LeaseDuration) and run this one again",
-				cfg.ConsumerGroup, cfg.Stream, l.Owner, l.ShardID)
+		if err := otherReset(cfg, l, ""); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// otherReset is the error of a lease another reset than self holds or asked for, nil if none.
+func otherReset(cfg ResetConfig, l lease.Lease, self string) error {
+	other := ""
+	switch {
+	case strings.HasPrefix(l.Owner, resetOwnerPrefix) && l.Owner != self:
+		other = l.Owner
+	case strings.HasPrefix(l.PendingOwner, resetOwnerPrefix) && l.PendingOwner != self:
+		other = l.PendingOwner
+	default:
+		return nil
+	}
+	return fmt.Errorf("kinesis: resetting group %q on stream %q: another reset (%s) holds or asked for the lease of shard %q; wait for it to finish (a reset that crashed leaves its leases to the group once they expire, after the group's LeaseDuration) and run this one again",
+		cfg.ConsumerGroup, cfg.Stream, other, l.ShardID)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -44,26 +45,26 @@ func (r *resetter) run(ctx context.Context, shards []ShardReset, listed []lease.
 			}
 		}
 	}()
-	moving := slices.DeleteFunc(slices.Clone(shards), func(s ShardReset) bool {
-		return s.Action != ResetActionMove && s.Action != ResetActionCreate
-	})
 	if r.cfg.Settle {
 		if err := r.settle(ctx, shards, byShard); err != nil {
 			return err
 		}
 	}
-	for _, s := range moving {
-		if _, held := r.held[s.ShardID]; held {
-			continue // handed over (settle)
+	for i := range shards {
+		s := &shards[i]
+		if _, held := r.held[s.ShardID]; held || s.Action != ResetActionMove && s.Action != ResetActionCreate {
+			continue // handed over (settle), or not moved
 		}
 		l, ok := byShard[s.ShardID]
 		if err := r.hold(ctx, s, l, ok); err != nil {
 			return err
 		}
 	}
-	for _, s := range moving {
-		if err := r.write(ctx, s.ShardID); err != nil {
-			return err
+	for _, s := range shards {
+		if _, held := r.held[s.ShardID]; held {
+			if err := r.write(ctx, s.ShardID); err != nil {
+				return err
+			}
 		}
 	}
 	for i := range shards {
@@ -78,9 +79,13 @@ func (r *resetter) run(ctx context.Context, shards []ShardReset, listed []lease.
 }
 
 // hold takes the shard's lease under the reset's id (or creates it there), conditioned on what
-// was observed: observed (ok false: no lease was listed).
-func (r *resetter) hold(ctx context.Context, s ShardReset, observed lease.Lease, ok bool) error {
+// was observed: observed (ok false: no lease was listed). A lease the group deleted meanwhile
+// (a finished parent) is created, and s.Action says so: its generations start again at 0.
+func (r *resetter) hold(ctx context.Context, s *ShardReset, observed lease.Lease, ok bool) error {
 	for attempt := 0; ; attempt++ {
+		if err := otherReset(r.cfg, observed, r.self); ok && err != nil {
+			return err // it began after this one listed: the one that holds a lease first goes on
+		}
 		callCtx, cancel := r.call(ctx)
 		var l lease.Lease
 		var err error
@@ -96,6 +101,9 @@ func (r *resetter) hold(ctx context.Context, s ShardReset, observed lease.Lease,
 		switch {
 		case err == nil:
 			r.held[s.ShardID] = l
+			if !ok {
+				s.Action = ResetActionCreate
+			}
 			if ok && !observed.Foreign && observed.Owner != r.self {
 				r.owners[s.ShardID] = observed.Owner // "" for a free lease: released again
 			}
@@ -178,20 +186,39 @@ func (r *resetter) giveBack(ctx context.Context, s *ShardReset) error {
 
 // notifyOwners tells each worker a lease was given back to, when the store keeps member
 // records, so that it looks at its leases at once rather than at its reader's next renewal.
+// When a lease was released (free: its owner was gone, or it had none), every member is told:
+// nothing else announces a free lease, and a quiet group would find it only at its periodic
+// listing (30 lease syncs, a minute at the defaults).
 func (r *resetter) notifyOwners(ctx context.Context, shards []ShardReset) {
 	m, ok := r.cfg.LeaseStore.(lease.Membership)
 	if !ok {
 		return
 	}
-	done := map[string]bool{}
+	tell := map[string]bool{}
+	released := false
 	for _, s := range shards {
-		if s.GivenTo == "" || done[s.GivenTo] {
-			continue
+		switch {
+		case s.GivenTo != "":
+			tell[s.GivenTo] = true
+		case s.Action == ResetActionMove || s.Action == ResetActionCreate:
+			released = true
 		}
-		done[s.GivenTo] = true
+	}
+	if released {
 		callCtx, cancel := r.call(ctx)
-		// A failed notice costs time only: the owner's reader learns at its next renewal.
-		_ = m.NotifyMember(callCtx, lease.Member{Group: r.cfg.ConsumerGroup, Stream: r.cfg.Stream, Worker: s.GivenTo})
+		members, err := m.Members(callCtx, r.cfg.ConsumerGroup, r.cfg.Stream)
+		cancel()
+		if err == nil {
+			for _, mb := range members {
+				tell[mb.Worker] = true
+			}
+		}
+	}
+	for _, worker := range slices.Sorted(maps.Keys(tell)) {
+		callCtx, cancel := r.call(ctx)
+		// A failed notice costs time only: the owner's reader learns at its next renewal, the
+		// others at their periodic listing.
+		_ = m.NotifyMember(callCtx, lease.Member{Group: r.cfg.ConsumerGroup, Stream: r.cfg.Stream, Worker: worker})
 		cancel()
 	}
 }
