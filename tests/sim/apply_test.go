@@ -45,6 +45,8 @@ func (w *world) apply(e event) {
 	case evCutOff:
 		in.gate.cut(now.Add(e.dur))
 		w.disrupted("cut-off", []string{e.slot}, now.Add(-riskBefore), now.Add(e.dur))
+	case evReset:
+		w.startReset(e)
 	default:
 		w.applyFault(e, now)
 	}

@@ -6,9 +6,11 @@ package sim_test
 // the same schedule (goroutine interleavings within one fake instant may still differ).
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -30,11 +32,12 @@ const (
 	evMerge      // two adjacent shards are merged
 	evShardCount // UpdateShardCount
 	evSlowReads  // GetRecords and GetShardIterator answer late, some past a lease's stop point
+	evReset      // admin.ResetGroup moves the group (reset_test.go); drawn apart, by resetEvents
 	numEventKinds
 )
 
 var eventNames = [...]string{"start", "close", "crash", "pause", "cut-off", "store-outage", "slow-store",
-	"throttle", "kinesis-5xx", "expire-iterators", "access-denied", "split", "merge", "update-shard-count", "slow-reads"}
+	"throttle", "kinesis-5xx", "expire-iterators", "access-denied", "split", "merge", "update-shard-count", "slow-reads", "reset"}
 
 func (k eventKind) String() string { return eventNames[k] }
 
@@ -111,6 +114,8 @@ func (e event) String() string {
 		s += fmt.Sprintf(" for %s, up to %s", e.dur, slowReadsBy(e.pick))
 	case evOutage, evThrottle, evInternal, evDenied:
 		s += fmt.Sprintf(" for %s", e.dur)
+	case evReset:
+		s += " " + resetPlanOf(e.pick).String()
 	}
 	return s
 }
@@ -163,6 +168,8 @@ func schedule(seed uint64, m mix) []event {
 		e.dur = faultDuration(r, kind)
 		evs = append(evs, e)
 	}
+	evs = append(evs, resetEvents(seed, m)...)
+	slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	return evs
 }
 

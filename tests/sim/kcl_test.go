@@ -447,4 +447,7 @@ func (w *world) kclGone() bool {
 }
 
 // owedByGroup is whether the group must deliver rec: not if the KCL checkpointed it.
-func (w *world) owedByGroup(rec pubRec) bool { return w.kcl == nil || !w.kcl.done[rec] }
+// It is not either if a reset may have moved the group past it (skippedByReset).
+func (w *world) owedByGroup(rec pubRec) bool {
+	return (w.kcl == nil || !w.kcl.done[rec]) && !w.skippedByReset(rec)
+}

@@ -48,6 +48,8 @@ type delivery struct {
 	key    string
 	n      int
 	gen    int64 // the lease generation the reader delivered it under
+	// arrival is the record's ApproximateArrivalTimestamp (memlog's clock, the bubble's).
+	arrival time.Time
 	acked  bool  // acked while the message's context was live
 	ackAt  time.Time
 	ackOrd int
@@ -116,7 +118,7 @@ func (w *world) deliver(in *instance, sub int, msg *message.Message) *delivery {
 	d := &delivery{
 		ord: w.nextOrd(), at: time.Now(), by: deliverer{in.id, sub}, slot: in.name,
 		shard: info.ShardID, seq: info.SequenceNumber, key: msg.Metadata.Get("key"), n: n,
-		gen: info.LeaseGeneration,
+		gen: info.LeaseGeneration, arrival: info.ArrivalTime,
 	}
 	w.deliveries = append(w.deliveries, d)
 	return d
@@ -149,6 +151,9 @@ func (w *world) iterator(in *instance, shard, seq string) {
 				ckpt = l.Checkpoint
 			}
 		}
+	}
+	if start, isStart, _ := lease.ParseStart(ckpt); isStart && start.Type == lease.StartAtSequenceNumber {
+		ckpt = start.SequenceNumber // a reset's start at a record: the reader starts there
 	}
 	if seq != "" && seq != ckpt {
 		return

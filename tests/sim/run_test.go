@@ -209,6 +209,7 @@ func (w *world) outcome(leaks []string) *outcome {
 	o.violations = append(o.violations, w.checkGenerations()...)
 	o.violations = append(o.violations, w.checkCheckpoints()...)
 	o.violations = append(o.violations, w.checkKCL()...)
+	o.violations = append(o.violations, w.checkResets()...)
 	for _, l := range leaks {
 		o.violations = append(o.violations, violation{invCleanup, "goroutine left after Close: " + l})
 	}
@@ -222,7 +223,7 @@ func (w *world) outcome(leaks []string) *outcome {
 	for _, ts := range all {
 		tenures += len(ts)
 	}
-	o.stats = fmt.Sprintf("%d published, %d deliveries, %d duplicates (budget %d), %d tenures, %d instances",
-		len(w.published), len(w.deliveries), dups, budget, tenures, len(w.insts))
+	o.stats = fmt.Sprintf("%d published, %d deliveries, %d duplicates (budget %d), %d tenures, %d instances, %d resets",
+		len(w.published), len(w.deliveries), dups, budget, tenures, len(w.insts), len(w.resets))
 	return o
 }

@@ -53,7 +53,7 @@ func (o *outcome) invariants() string {
 		set[v.inv] = true
 	}
 	var out []string
-	for i := 1; i <= 6; i++ {
+	for i := 1; i <= invReset; i++ {
 		if set[i] {
 			out = append(out, strconv.Itoa(i))
 		}

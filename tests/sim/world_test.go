@@ -80,6 +80,10 @@ type world struct {
 	disrupt     []disruption                  // events that may explain duplicates
 	closeErrs   []string
 	kcl         *kclWorld // a seed that moves in from a KCL application (kcl_test.go); nil if not
+	// pubStart is when the Publish call of each acked record began: its arrival time is no
+	// earlier. resets are the resets made (reset_test.go).
+	pubStart map[pubRec]time.Time
+	resets   []*resetRec
 }
 
 type kinesisFaults struct {
@@ -106,6 +110,7 @@ func newWorld(seed uint64, m mix) (*world, error) {
 		frand:  rand.New(rand.NewPCG(seed, 0xfa17)),
 		live:   map[string]*instance{},
 		owners: map[string]map[int64]ownerRec{},
+		pubStart: map[pubRec]time.Time{},
 		kf:     kinesisFaults{expireNext: map[string]bool{}, deniedUntil: map[string]time.Time{}},
 	}
 	ctx := context.Background()
@@ -249,6 +254,7 @@ func ownerOf(owner string) string {
 // publish writes one batch and records what was acked (Publish returned nil).
 func (w *world) publish(msgs []pubRec) {
 	batch := make([]*kinesisMessage, 0, len(msgs))
+	began := time.Now()
 	for _, m := range msgs {
 		batch = append(batch, newSimMessage(m))
 	}
@@ -258,5 +264,8 @@ func (w *world) publish(msgs []pubRec) {
 	}
 	w.mu.Lock()
 	w.published = append(w.published, msgs...)
+	for _, m := range msgs {
+		w.pubStart[m] = began
+	}
 	w.mu.Unlock()
 }
