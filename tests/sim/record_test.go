@@ -39,20 +39,20 @@ type deliverer struct {
 }
 
 type delivery struct {
-	ord    int
-	at     time.Time
-	by     deliverer
-	slot   string
-	shard  string
-	seq    string
-	key    string
-	n      int
-	gen    int64 // the lease generation the reader delivered it under
+	ord   int
+	at    time.Time
+	by    deliverer
+	slot  string
+	shard string
+	seq   string
+	key   string
+	n     int
+	gen   int64 // the lease generation the reader delivered it under
 	// arrival is the record's ApproximateArrivalTimestamp (memlog's clock, the bubble's).
 	arrival time.Time
-	acked  bool  // acked while the message's context was live
-	ackAt  time.Time
-	ackOrd int
+	acked   bool // acked while the message's context was live
+	ackAt   time.Time
+	ackOrd  int
 }
 
 type hookKind string

@@ -104,14 +104,14 @@ type storeFaults struct {
 func newWorld(seed uint64, m mix) (*world, error) {
 	w := &world{
 		seed: seed, mix: m, start: time.Now(),
-		log:    memlog.New(memlog.Config{}),
-		store:  lease.NewMemoryStore(),
-		end:    make(chan struct{}),
-		frand:  rand.New(rand.NewPCG(seed, 0xfa17)),
-		live:   map[string]*instance{},
-		owners: map[string]map[int64]ownerRec{},
+		log:      memlog.New(memlog.Config{}),
+		store:    lease.NewMemoryStore(),
+		end:      make(chan struct{}),
+		frand:    rand.New(rand.NewPCG(seed, 0xfa17)),
+		live:     map[string]*instance{},
+		owners:   map[string]map[int64]ownerRec{},
 		pubStart: map[pubRec]time.Time{},
-		kf:     kinesisFaults{expireNext: map[string]bool{}, deniedUntil: map[string]time.Time{}},
+		kf:       kinesisFaults{expireNext: map[string]bool{}, deniedUntil: map[string]time.Time{}},
 	}
 	ctx := context.Background()
 	shards := int32(2 + seed%3)
