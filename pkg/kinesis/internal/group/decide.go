@@ -59,7 +59,12 @@ type plan struct {
 	lost     []lease.Lease // the readers' leases as listed now (Owner "" if gone)
 	handOver []string
 	release  []lease.Lease
-	take     []takeStep
+	// releaseIdle are leases held under this worker's id, with no reader here, that may not
+	// be read yet (their parents are not finished): a reset gave them back to this worker.
+	// Nothing of this worker reads them, so releasing them is safe, and whoever reads them
+	// once they may be read takes them free, not once they expire.
+	releaseIdle []lease.Lease
+	take        []takeStep
 	ask      []lease.Lease
 	// asked are the requests of this worker still pending after this sync (those of the
 	// listing under its id, and the ones act makes on top).
@@ -133,6 +138,8 @@ func decide(v view) plan {
 				step.why, step.from = takeHandedOver, ask.owner
 			}
 			p.take, taking[l.ShardID] = append(p.take, step), true
+		case v.listed:
+			p.releaseIdle = append(p.releaseIdle, l)
 		}
 	}
 	expired := func(l lease.Lease) bool {

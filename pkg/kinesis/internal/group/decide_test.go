@@ -51,6 +51,9 @@ func planString(p plan) string {
 	for _, l := range p.release {
 		parts = append(parts, "release "+l.ShardID)
 	}
+	for _, l := range p.releaseIdle {
+		parts = append(parts, "release idle "+l.ShardID)
+	}
 	for _, t := range p.take {
 		parts = append(parts, fmt.Sprintf("take %s %s from %q", t.lease.ShardID, t.why, t.from))
 	}
@@ -89,6 +92,15 @@ func TestDecide(t *testing.T) {
 			v.asked["s0"] = handoffAsk{at: t0, owner: "a"}
 		}), `take s0 handed over from "a"; unsettled`},
 		{"ours at SHARD_END with no reader: released", baseView(func(v *view) { withLeases(v, "s0=me*") }), `release s0`},
+		{"ours with no reader, waiting for its parents (given back by a reset): released", baseView(func(v *view) {
+			withLeases(v, "s0=me")
+			delete(v.eligible, "s0")
+		}), `release idle s0`},
+		{"the same from a view not listed at this sync: left to the next listing", baseView(func(v *view) {
+			withLeases(v, "s0=me")
+			delete(v.eligible, "s0")
+			v.listed = false
+		}), ``},
 		{"a reader whose lease another took: lost", baseView(func(v *view) {
 			withLeases(v, "s0=a")
 			v.reading["s0"], v.members = 1, []string{"a", "me"}

@@ -117,7 +117,10 @@ func (c *Subscription) act(p plan) (started []*shard.Reader, lostRace bool) {
 		c.readers.get(id).RequestHandoff()
 	}
 	for _, l := range p.release {
-		c.releaseFinished(l)
+		c.releaseFinished(l, shard.ReleaseShardFinished)
+	}
+	for _, l := range p.releaseIdle {
+		c.releaseFinished(l, releaseNotReadable)
 	}
 	c.asked = p.asked
 	for _, t := range p.take {
@@ -200,10 +203,15 @@ func (c *Subscription) ask(l lease.Lease) error {
 	return nil
 }
 
-// releaseFinished releases a lease of ours at SHARD_END whose reader could not release it (the
-// store failed at that moment), so that the lease table shows no owner for a finished shard.
-// Nobody reads the shard again either way; a failure is left to the next sync.
-func (c *Subscription) releaseFinished(l lease.Lease) {
+// releaseNotReadable is why a lease held under this worker's id with no reader is released
+// when it may not be read yet (plan.releaseIdle).
+const releaseNotReadable = "held under this worker's id with no reader, and not to be read before its parents are finished"
+
+// releaseFinished releases a lease of ours that no reader of ours holds: one at SHARD_END whose
+// reader could not release it (the store failed at that moment), so that the lease table shows
+// no owner for a finished shard, or one not to be read yet (plan.releaseIdle). A failure is
+// left to the next sync.
+func (c *Subscription) releaseFinished(l lease.Lease, why string) {
 	ctx, cancel := c.callContext()
 	defer cancel()
 	released, err := c.cfg.LeaseStore.Release(ctx, l)
@@ -212,7 +220,7 @@ func (c *Subscription) releaseFinished(l lease.Lease) {
 		return
 	}
 	c.cfg.Logger.Info("Lease released", c.logFields().Add(watermill.LogFields{
-		"shard": l.ShardID, "generation": l.Generation, "reason": shard.ReleaseShardFinished, "checkpoint": l.Checkpoint}))
+		"shard": l.ShardID, "generation": l.Generation, "reason": why, "checkpoint": l.Checkpoint}))
 	c.cfg.Metrics.ForShard(l.ShardID).Count(shard.CountReleased, 1)
 	c.leases.byShard[l.ShardID] = released
 }
