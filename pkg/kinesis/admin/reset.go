@@ -313,7 +313,11 @@ func ResetGroup(ctx context.Context, cfg ResetConfig) (ResetReport, error) {
 	if err != nil {
 		return report, err
 	}
-	report.Shards = planReset(joinShardsAndLeases(shards, leases), cfg.ShardID)
+	joined := joinShardsAndLeases(shards, leases)
+	report.Shards = planReset(joined, cfg.ShardID)
+	if err := refuseUnreached(cfg, joined); err != nil {
+		return report, err
+	}
 	if cfg.ShardID != "" && !listed(report.Shards, cfg.ShardID) {
 		return report, fmt.Errorf("kinesis: resetting group %q on stream %q: the stream lists no shard %q (ListShards); is it a shard of another stream, or aged out?", cfg.ConsumerGroup, cfg.Stream, cfg.ShardID)
 	}

@@ -34,3 +34,26 @@ func TestPlanReset(t *testing.T) {
 		})
 	}
 }
+
+// A one-shard reset of a shard the group has not reached (no lease, a parent with none that
+// is not finished) is refused; one whose parent is finished or leased is not.
+func TestRefuseUnreached(t *testing.T) {
+	shards := []ShardLease{
+		{ShardID: "p0", State: ShardClosed},                                        // never read
+		{ShardID: "p1", State: ShardClosed, Finished: true},                        // read, lease deleted
+		{ShardID: "p2", State: ShardClosed, HasLease: true},                        // being read
+		{ShardID: "c0", State: ShardOpen, Parents: []string{"p0"}},                 // unreached
+		{ShardID: "c1", State: ShardOpen, Parents: []string{"p1"}},                 // reachable
+		{ShardID: "c2", State: ShardOpen, Parents: []string{"p2"}},                 // reachable
+		{ShardID: "c3", State: ShardOpen, HasLease: true, Parents: []string{"p0"}}, // has a lease
+	}
+	for id, refused := range map[string]bool{"c0": true, "c1": false, "c2": false, "c3": false, "p0": false, "": false} {
+		err := refuseUnreached(ResetConfig{Stream: "s", ConsumerGroup: "g", ShardID: id}, shards)
+		if (err != nil) != refused {
+			t.Errorf("shard %q: %v, want refused %v", id, err, refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), `parent "p0"`) {
+			t.Errorf("shard %q: %v, want it to name the parent", id, err)
+		}
+	}
+}

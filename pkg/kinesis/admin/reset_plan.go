@@ -64,3 +64,29 @@ func otherReset(cfg ResetConfig, l lease.Lease, self string) error {
 	return fmt.Errorf("kinesis: resetting group %q on stream %q: another reset (%s) holds or asked for the lease of shard %q; wait for it to finish (a reset that crashed leaves its leases to the group once they expire, after the group's LeaseDuration) and run this one again",
 		cfg.ConsumerGroup, cfg.Stream, other, l.ShardID)
 }
+
+// refuseUnreached fails a one-shard reset of a shard that has no lease yet while one of its
+// parents has none either and is not finished: the group has not reached the shard. A lease
+// created there with a checkpoint would make the group count the shard's unleased ancestors as
+// finished (group.FinishedAncestors: a shard is taken only once its parents are), and it would
+// never read them. A reset of the whole stream creates the parents' leases too.
+func refuseUnreached(cfg ResetConfig, joined []ShardLease) error {
+	if cfg.ShardID == "" {
+		return nil
+	}
+	byID := map[string]ShardLease{}
+	for _, s := range joined {
+		byID[s.ShardID] = s
+	}
+	s, ok := byID[cfg.ShardID]
+	if !ok || s.HasLease {
+		return nil
+	}
+	for _, p := range s.Parents {
+		if ps, ok := byID[p]; ok && ps.State != ShardGone && !ps.HasLease && !ps.Finished {
+			return fmt.Errorf("kinesis: resetting shard %q of group %q on stream %q: the shard has no lease yet, and neither has its parent %q, which is not finished: the group has not reached the shard; reset the whole stream, or wait until the group has read the shard's parents",
+				cfg.ShardID, cfg.ConsumerGroup, cfg.Stream, p)
+		}
+	}
+	return nil
+}

@@ -18,6 +18,9 @@ import (
 // it (renewed, taken, asked for) before it gives up on the reset.
 const resetAttempts = 8
 
+// kclExpiryMargin is added to KCLFailoverTime before a KCL worker's lease counts as given up.
+const kclExpiryMargin = 2 * time.Second
+
 // resetPollInterval is how often a reset lists the leases while it waits for owners to hand
 // over (Settle) or to apply the reset (Wait).
 const resetPollInterval = 100 * time.Millisecond
@@ -302,7 +305,9 @@ func (r *resetter) checkForeign(ctx context.Context, leases []lease.Lease) error
 	}
 	r.cfg.Logger.Info("Leases held by KCL workers: watching their counters before the reset", watermill.LogFields{
 		"stream": r.cfg.Stream, "group": r.cfg.ConsumerGroup, "leases": len(first), "for": r.cfg.KCLFailoverTime})
-	if err := awscall.Sleep(ctx, r.cfg.KCLFailoverTime); err != nil {
+	// As a group times a KCL worker's lease (group's foreignExpiryMargin): the KCL stops a
+	// shard's consumer only at its next dispatch, up to a second or so after its lease expired.
+	if err := awscall.Sleep(ctx, r.cfg.KCLFailoverTime+kclExpiryMargin); err != nil {
 		return err
 	}
 	again, err := r.list(ctx)
