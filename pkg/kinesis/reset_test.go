@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/goleak"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
@@ -273,6 +274,9 @@ func TestResetConfigValidate(t *testing.T) {
 		{"sequence number without a shard", func(c *admin.ResetConfig) {
 			c.To = admin.ResetPosition{Type: admin.ResetAfterSequenceNumber, SequenceNumber: "12x"}
 		}, []string{`To.SequenceNumber "12x" is not a sequence number`, "ShardID is empty"}},
+		{"a time in the future", func(c *admin.ResetConfig) {
+			c.To = admin.ResetPosition{Type: admin.ResetToTimestamp, Timestamp: time.Now().Add(time.Hour)}
+		}, []string{"is in the future", "use ResetToLatest"}},
 		{"negative durations", func(c *admin.ResetConfig) { c.Wait, c.SettleTimeout = -1, -1 }, []string{"Wait is -1ns", "SettleTimeout is -1ns"}},
 		{"a time on a KCL table", func(c *admin.ResetConfig) {
 			c.LeaseStore = kclLike{c.LeaseStore}
@@ -455,4 +459,24 @@ func TestResetRefusedWhileKCLWorkerLive(t *testing.T) {
 			t.Fatalf("after the reset the lease is %+v (report %+v), want free at TRIM_HORIZON", got[0], report.Shards[0])
 		}
 	})
+}
+
+// A sequence number of another shard is refused before anything is written, naming the shard:
+// the group would otherwise take it for a checkpoint past the trim horizon and read the shard
+// again from its start.
+func TestResetRefusesAnotherShardsSequenceNumber(t *testing.T) {
+	e := newSubEnv(t, 2, nil)
+	keys := grpKeys(t, e, 2)
+	out := e.putRaw(keys[0], []byte("on shard 0"))
+	if got := aws.ToString(out.ShardId); got != subShard(0) {
+		t.Fatalf("record went to %s", got)
+	}
+	_, err := admin.ResetGroup(t.Context(), admin.ResetConfig{Stream: e.stream, ConsumerGroup: subGroup, Client: e.log, LeaseStore: e.store,
+		ShardID: subShard(1), To: admin.ResetPosition{Type: admin.ResetAfterSequenceNumber, SequenceNumber: aws.ToString(out.SequenceNumber)}})
+	if err == nil || !strings.Contains(err.Error(), `shard "shardId-000000000001"`) || !strings.Contains(err.Error(), "Kinesis refuses sequence number") {
+		t.Fatalf("ResetGroup with shard 0's sequence number for shard 1: %v, want it refused, naming the shard", err)
+	}
+	if list, _ := e.store.List(t.Context(), subGroup, e.stream); len(list) != 0 {
+		t.Errorf("a refused reset wrote leases: %+v", list)
+	}
 }

@@ -199,8 +199,13 @@ func (c ResetConfig) Validate() error {
 	switch c.To.Type {
 	case ResetToTrimHorizon, ResetToLatest:
 	case ResetToTimestamp:
-		if c.To.Timestamp.IsZero() {
+		switch {
+		case c.To.Timestamp.IsZero():
 			add("To.Timestamp is zero; ResetToTimestamp needs the time to move the group to")
+		case c.To.Timestamp.After(time.Now()):
+			// Kinesis refuses an AT_TIMESTAMP iterator in the future: every reader would
+			// fail until then. To skip what is there, reset to LATEST.
+			add("To.Timestamp %s is in the future; Kinesis reads from a time that has come (to skip what is in the stream now, use ResetToLatest)", c.To.Timestamp.UTC().Format(time.RFC3339Nano))
 		}
 	case ResetToSequenceNumber, ResetAfterSequenceNumber:
 		if !sequenceNumberPattern.MatchString(c.To.SequenceNumber) {
@@ -304,12 +309,15 @@ func ResetGroup(ctx context.Context, cfg ResetConfig) (ResetReport, error) {
 	cfg.Client = awscall.OneRetryLayer(cfg.Client)
 	at := time.Now().UTC()
 	report := ResetReport{Stream: cfg.Stream, ConsumerGroup: cfg.ConsumerGroup, To: cfg.To.checkpoint(at), At: at, DryRun: cfg.DryRun}
-	shards, err := inspectListShards(ctx, InspectConfig{Stream: cfg.Stream, Client: cfg.Client, RequestTimeout: cfg.RequestTimeout})
+	r := &resetter{cfg: cfg, to: report.To, self: resetOwnerPrefix + uuid.NewString(), held: map[string]lease.Lease{}}
+	// The leases first, then the shards: a child a split made in between is listed as a shard
+	// (and moved as one the group has no lease for, or has by then), never left out as a
+	// lease of a shard the stream does not list. run looks again for leases made after this.
+	leases, err := r.list(ctx)
 	if err != nil {
 		return report, err
 	}
-	r := &resetter{cfg: cfg, to: report.To, self: resetOwnerPrefix + uuid.NewString(), held: map[string]lease.Lease{}}
-	leases, err := r.list(ctx)
+	shards, err := inspectListShards(ctx, InspectConfig{Stream: cfg.Stream, Client: cfg.Client, RequestTimeout: cfg.RequestTimeout})
 	if err != nil {
 		return report, err
 	}
@@ -321,21 +329,28 @@ func ResetGroup(ctx context.Context, cfg ResetConfig) (ResetReport, error) {
 	if cfg.ShardID != "" && !listed(report.Shards, cfg.ShardID) {
 		return report, fmt.Errorf("kinesis: resetting group %q on stream %q: the stream lists no shard %q (ListShards); is it a shard of another stream, or aged out?", cfg.ConsumerGroup, cfg.Stream, cfg.ShardID)
 	}
+	if cfg.DryRun {
+		return report, nil // it shows another reset's leases as their owner's, and writes nothing
+	}
 	if err := refuseOtherResets(cfg, leases); err != nil {
 		return report, err
 	}
-	if cfg.DryRun {
-		return report, nil
+	if err := r.checkSequenceNumber(ctx); err != nil {
+		return report, err
 	}
 	if err := r.checkForeign(ctx, leases); err != nil {
 		return report, err
 	}
 	report.Worker = r.self
-	err = r.run(ctx, report.Shards, leases)
+	err = r.run(ctx, &report, leases)
 	if err != nil || cfg.Wait <= 0 {
 		return report, err
 	}
-	return report, r.wait(ctx, report.Shards)
+	if err := r.wait(ctx, report.Shards); err != nil {
+		return report, fmt.Errorf("kinesis: the reset of group %q on stream %q was applied (the positions are written); only the wait for the owners was cut short: %w",
+			cfg.ConsumerGroup, cfg.Stream, err)
+	}
+	return report, nil
 }
 
 // resetter carries a reset out. It runs on the caller's goroutine alone.
@@ -347,6 +362,8 @@ type resetter struct {
 	// back to ("" to release it).
 	held   map[string]lease.Lease
 	owners map[string]string
+	// asked are the owners this reset asked for a handoff (Settle), by shard.
+	asked map[string]string
 }
 
 func (r *resetter) call(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// WriteJSON writes the report as indented JSON, as encoding/json encodes it.
+// WriteJSON writes the report as indented JSON, as encoding/json encodes it: the fields of
+// ResetReport and ShardReset under their json tags (applied_after_ns in nanoseconds).
 func (r ResetReport) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -19,10 +20,16 @@ func (r ResetReport) WriteJSON(w io.Writer) error {
 // WriteTable writes the report as an aligned table, one line per shard, then a summary line.
 //
 // OWNER and FROM are the lease's owner and checkpoint before the reset ("(free)", "(no lease)",
-// "-" for an empty checkpoint); TO is the position written, or in a dry run the one that would
-// be ("-" for a shard left alone); THEN is who took the lease after the reset and how long after
-// its writes (with ResetConfig.Wait), why a shard is not taken yet, or whom the lease was given
-// back to.
+// "-" for an empty checkpoint); FROM is what undoes the reset (see docs/operating.md). TO is the
+// position written, or in a dry run the one that would be ("-" for a shard left alone). THEN is
+// who took the lease after the reset and how long after its writes (with ResetConfig.Wait), why
+// a shard is not taken yet, or whom the lease was given back to; "(settled first)" follows when
+// the owner handed the lease over after settling its messages in flight (ResetConfig.Settle).
+//
+// The summary line counts the shards moved and, with ResetConfig.Wait, those applied (and the
+// slowest) and those not yet. A report of a reset that failed (ResetGroup's error) says what
+// the reset planned and what it gave back, not which shards it wrote: list the leases again to
+// see where each shard stands.
 func (r ResetReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tSTATE\tACTION\tOWNER\tFROM\tTO\tTHEN")
@@ -49,6 +56,13 @@ func (r ResetReport) WriteTable(w io.Writer) error {
 
 // then is the THEN cell of a shard.
 func (r ResetReport) then(s ShardReset) string {
+	if s.Settled && !r.DryRun {
+		return r.thenMoved(s) + " (settled first)"
+	}
+	return r.thenMoved(s)
+}
+
+func (r ResetReport) thenMoved(s ShardReset) string {
 	switch {
 	case s.Action == ResetActionGone:
 		return "not listed by Kinesis (aged out): left as it is"
@@ -88,8 +102,11 @@ func (r ResetReport) summary() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%s moved to %s", plural(moved, "shard"), r.To)
-	if applied+waiting > 0 {
+	switch {
+	case applied > 0:
 		fmt.Fprintf(&b, "; %d applied (the slowest after %s), %d not yet", applied, slowest.Round(time.Millisecond), waiting)
+	case waiting > 0:
+		fmt.Fprintf(&b, "; 0 applied, %d not yet", waiting)
 	}
 	return b.String()
 }

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/lease"
@@ -25,36 +28,36 @@ const kclExpiryMargin = 2 * time.Second
 // over (Settle) or to apply the reset (Wait).
 const resetPollInterval = 100 * time.Millisecond
 
-// run holds every lease to move, writes the position, and gives them back, in three passes:
-// while one shard's lease is written, no other is given back yet, so a child never starts at
-// the new position while its parent's lease still says the old one.
+// run holds every lease to move, writes the position, and gives them back, in three passes,
+// so that a failure before the writes leaves every shard where it was (and a failure after
+// some writes is reported per shard: ShardReset.Generation is set once a lease is given back).
+// A whole-stream reset lists the leases again after holding: a child a split made since the
+// first listing, and read already, is moved too, so that no child goes on beside a parent
+// read again.
 //
-// Whatever fails, the leases it holds are given back before it returns (with a context of
-// their own: a cancelled reset must not leave leases under its id until they expire).
-func (r *resetter) run(ctx context.Context, shards []ShardReset, listed []lease.Lease) (err error) {
-	r.owners = map[string]string{}
+// Whatever fails, the leases it holds or asked for are given back before it returns (with a
+// context of their own: a cancelled reset must not leave leases under its id until they
+// expire).
+func (r *resetter) run(ctx context.Context, report *ResetReport, listed []lease.Lease) (err error) {
+	r.owners, r.asked = map[string]string{}, map[string]string{}
 	byShard := map[string]lease.Lease{}
 	for _, l := range listed {
 		byShard[l.ShardID] = l
 	}
 	defer func() {
 		if err != nil {
-			giveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.RequestTimeout)
+			giveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*r.cfg.RequestTimeout)
 			defer cancel()
-			for i := range shards {
-				if _, held := r.held[shards[i].ShardID]; held {
-					_ = r.giveBack(giveCtx, &shards[i]) // best effort: what is not given back expires
-				}
-			}
+			r.cleanUp(giveCtx, report)
 		}
 	}()
 	if r.cfg.Settle {
-		if err := r.settle(ctx, shards, byShard); err != nil {
+		if err := r.settle(ctx, report.Shards, byShard); err != nil {
 			return err
 		}
 	}
-	for i := range shards {
-		s := &shards[i]
+	for i := range report.Shards {
+		s := &report.Shards[i]
 		if _, held := r.held[s.ShardID]; held || s.Action != ResetActionMove && s.Action != ResetActionCreate {
 			continue // handed over (settle), or not moved
 		}
@@ -63,21 +66,112 @@ func (r *resetter) run(ctx context.Context, shards []ShardReset, listed []lease.
 			return err
 		}
 	}
-	for _, s := range shards {
+	if err := r.holdLate(ctx, report); err != nil {
+		return err
+	}
+	for _, s := range report.Shards {
 		if _, held := r.held[s.ShardID]; held {
 			if err := r.write(ctx, s.ShardID); err != nil {
 				return err
 			}
 		}
 	}
-	for i := range shards {
-		if _, held := r.held[shards[i].ShardID]; held {
-			if err := r.giveBack(ctx, &shards[i]); err != nil {
+	for i := range report.Shards {
+		if _, held := r.held[report.Shards[i].ShardID]; held {
+			if err := r.giveBack(ctx, &report.Shards[i]); err != nil {
 				return err
 			}
 		}
 	}
-	r.notifyOwners(ctx, shards)
+	r.notifyOwners(ctx, report.Shards)
+	return nil
+}
+
+// holdLate lists the leases again, for a whole-stream reset, and holds those the first
+// listing did not have (a split's children), until a listing shows none new.
+func (r *resetter) holdLate(ctx context.Context, report *ResetReport) error {
+	if r.cfg.ShardID != "" {
+		return nil // one shard is moved alone; its children go on
+	}
+	planned := map[string]bool{}
+	for _, s := range report.Shards {
+		planned[s.ShardID] = true
+	}
+	for round := 0; round < resetAttempts; round++ {
+		leases, err := r.list(ctx)
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, l := range leases {
+			if planned[l.ShardID] {
+				continue
+			}
+			planned[l.ShardID], found = true, true
+			report.Shards = append(report.Shards, ShardReset{ShardID: l.ShardID, State: ShardOpen, Parents: append([]string{}, l.Parents...),
+				Action: ResetActionMove, Owner: l.Owner, From: l.Checkpoint})
+			if err := r.hold(ctx, &report.Shards[len(report.Shards)-1], l, true); err != nil {
+				return err
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return nil
+}
+
+// cleanUp gives back, after a failure, every lease the reset holds or asked for: those it
+// knows it holds, and, from a fresh listing, any under its id it does not know of (a take
+// applied whose answer was lost) and any it asked for (Settle), which it takes and gives back
+// to clear the request: otherwise the owner would hand the lease to an id nobody answers for.
+func (r *resetter) cleanUp(ctx context.Context, report *ResetReport) {
+	for i := range report.Shards {
+		if _, held := r.held[report.Shards[i].ShardID]; held {
+			_ = r.giveBack(ctx, &report.Shards[i]) // best effort: what is not given back expires
+		}
+	}
+	leases, err := r.list(ctx)
+	if err != nil {
+		return
+	}
+	for _, l := range leases {
+		owner := r.asked[l.ShardID]
+		switch {
+		case l.Owner == r.self:
+		case l.PendingOwner == r.self:
+			owner = l.Owner
+			callCtx, cancel := r.call(ctx)
+			taken, err := r.cfg.LeaseStore.Take(callCtx, l, r.self)
+			cancel()
+			if err != nil {
+				continue
+			}
+			l = taken
+		default:
+			continue
+		}
+		r.held[l.ShardID], r.owners[l.ShardID] = l, owner
+		_ = r.giveBack(ctx, &ShardReset{ShardID: l.ShardID})
+	}
+}
+
+// checkSequenceNumber asks Kinesis for an iterator at the sequence number of a one-shard
+// reset: a number of another shard, or one that aged out, is refused now, naming the shard,
+// rather than read by the group as a checkpoint past the trim horizon (from TRIM_HORIZON).
+func (r *resetter) checkSequenceNumber(ctx context.Context) error {
+	if r.cfg.To.Type != ResetToSequenceNumber && r.cfg.To.Type != ResetAfterSequenceNumber {
+		return nil
+	}
+	callCtx, cancel := r.call(ctx)
+	defer cancel()
+	_, err := r.cfg.Client.GetShardIterator(callCtx, &awskinesis.GetShardIteratorInput{
+		StreamName: aws.String(r.cfg.Stream), ShardId: aws.String(r.cfg.ShardID),
+		ShardIteratorType: types.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(r.cfg.To.SequenceNumber),
+	})
+	if err != nil {
+		return r.errorf(r.cfg.ShardID, "Kinesis refuses sequence number %s on this shard (is it a record of another shard, or older than the stream's retention?): %w", r.cfg.To.SequenceNumber, err)
+	}
 	return nil
 }
 
@@ -107,7 +201,10 @@ func (r *resetter) hold(ctx context.Context, s *ShardReset, observed lease.Lease
 			if !ok {
 				s.Action = ResetActionCreate
 			}
-			if ok && !observed.Foreign && observed.Owner != r.self {
+			switch {
+			case ok && observed.Owner == r.self: // handed over (Settle) after the last settle listing
+				r.owners[s.ShardID], s.Settled = r.asked[s.ShardID], true
+			case ok && !observed.Foreign:
 				r.owners[s.ShardID] = observed.Owner // "" for a free lease: released again
 			}
 			return nil
@@ -241,7 +338,7 @@ func (r *resetter) settle(ctx context.Context, shards []ShardReset, byShard map[
 		_, err := r.cfg.LeaseStore.RequestHandoff(callCtx, l, r.self)
 		cancel()
 		if err == nil {
-			asked[s.ShardID] = l.Owner
+			asked[s.ShardID], r.asked[s.ShardID] = l.Owner, l.Owner
 		}
 	}
 	owners := map[string]bool{}
@@ -283,11 +380,25 @@ func (r *resetter) settle(ctx context.Context, shards []ShardReset, byShard map[
 		if len(asked) == 0 || !time.Now().Before(deadline) {
 			return nil
 		}
+		r.renewHeld(ctx) // the group would take a lease whose counter stands still as expired
 		if err := awscall.Sleep(ctx, resetPollInterval); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// renewHeld renews the leases the reset holds while it waits, so that no worker of the group
+// takes one as expired. A failed renewal is left to the write, which then says the lease
+// was lost.
+func (r *resetter) renewHeld(ctx context.Context) {
+	for id, l := range r.held {
+		callCtx, cancel := r.call(ctx)
+		if renewed, err := r.cfg.LeaseStore.Renew(callCtx, l); err == nil {
+			r.held[id] = renewed
+		}
+		cancel()
+	}
 }
 
 // checkForeign refuses a reset while a KCL worker is live on the table: it holds a lease whose

@@ -65,7 +65,7 @@ type plan struct {
 	// once they may be read takes them free, not once they expire.
 	releaseIdle []lease.Lease
 	take        []takeStep
-	ask      []lease.Lease
+	ask         []lease.Lease
 	// asked are the requests of this worker still pending after this sync (those of the
 	// listing under its id, and the ones act makes on top).
 	asked map[string]handoffAsk
