@@ -362,8 +362,13 @@ type resetter struct {
 	// back to ("" to release it).
 	held   map[string]lease.Lease
 	owners map[string]string
-	// asked are the owners this reset asked for a handoff (Settle), by shard.
-	asked map[string]string
+	// asked are the owners this reset asked for a handoff (Settle), by shard; tried the owner
+	// of each lease it tried to take (a take applied whose answer was lost goes back to whom
+	// it fenced, never released under a reader still delivering); vetted the KCL workers'
+	// leases checkForeign saw standing still.
+	asked  map[string]string
+	tried  map[string]string
+	vetted map[string]lease.Lease
 }
 
 func (r *resetter) call(ctx context.Context) (context.Context, context.CancelFunc) {

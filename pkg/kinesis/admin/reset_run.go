@@ -37,7 +37,7 @@ const resetPollInterval = 100 * time.Millisecond
 // context of their own: a cancelled reset must not leave leases under its id until they
 // expire).
 func (r *resetter) run(ctx context.Context, report *ResetReport, listed []lease.Lease) (err error) {
-	r.owners, r.asked = map[string]string{}, map[string]string{}
+	r.owners, r.asked, r.tried = map[string]string{}, map[string]string{}, map[string]string{}
 	byShard := map[string]lease.Lease{}
 	for _, l := range listed {
 		byShard[l.ShardID] = l
@@ -137,6 +137,9 @@ func (r *resetter) cleanUp(ctx context.Context, report *ResetReport) {
 		owner := r.asked[l.ShardID]
 		switch {
 		case l.Owner == r.self:
+			if owner == "" {
+				owner = r.tried[l.ShardID]
+			}
 		case l.PendingOwner == r.self:
 			owner = l.Owner
 			callCtx, cancel := r.call(ctx)
@@ -178,6 +181,12 @@ func (r *resetter) checkSequenceNumber(ctx context.Context) error {
 // (a finished parent) is created, and s.Action says so: its generations start again at 0.
 func (r *resetter) hold(ctx context.Context, s *ShardReset, observed lease.Lease, ok bool) error {
 	for attempt := 0; ; attempt++ {
+		if v, seen := r.vetted[s.ShardID]; ok && observed.Foreign && observed.Owner != "" && (!seen || v.Owner != observed.Owner || v.Counter != observed.Counter) {
+			return r.errorf(s.ShardID, "a KCL worker (%s) took the lease while the reset ran: stop the KCL application first", observed.Owner)
+		}
+		if ok && !observed.Foreign && observed.Owner != r.self {
+			r.tried[s.ShardID] = observed.Owner
+		}
 		if err := otherReset(r.cfg, observed, r.self); ok && err != nil {
 			return err // it began after this one listed: the one that holds a lease first goes on
 		}

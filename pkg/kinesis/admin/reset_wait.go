@@ -102,6 +102,7 @@ func (r *resetter) checkForeign(ctx context.Context, leases []lease.Lease) error
 			first[l.ShardID] = l
 		}
 	}
+	r.vetted = first // those that move make the check below refuse the reset
 	if len(first) == 0 {
 		return nil
 	}
