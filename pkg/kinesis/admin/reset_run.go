@@ -209,8 +209,12 @@ func (r *resetter) hold(ctx context.Context, s *ShardReset, observed lease.Lease
 				s.Action = ResetActionCreate
 			}
 			switch {
-			case ok && observed.Owner == r.self: // handed over (Settle) after the last settle listing
-				r.owners[s.ShardID], s.Settled = r.asked[s.ShardID], true
+			case ok && observed.Owner == r.self:
+				if owner, asked := r.asked[s.ShardID]; asked { // handed over (Settle) after the last settle listing
+					r.owners[s.ShardID], s.Settled = owner, true
+				} else { // a take of ours applied whose answer was lost: back to the owner it fenced
+					r.owners[s.ShardID] = r.tried[s.ShardID]
+				}
 			case ok && !observed.Foreign:
 				r.owners[s.ShardID] = observed.Owner // "" for a free lease: released again
 			}
