@@ -22,6 +22,7 @@ const (
 	invCheckpoint = 4 // checkpoints never go back and are written by the generation's owner
 	invCleanup    = 5 // no goroutine and no lease left behind after Close
 	invDuplicates = 6 // redeliveries of acked records stay within what disruptions explain
+	invReset      = 7 // a reset moves each shard it writes, live and safely (reset_test.go)
 )
 
 // overlapTolerance is how long two deliverers may both deliver one shard. An owner whose
@@ -153,31 +154,31 @@ func checkExclusive(all map[string][]*tenure) []violation {
 
 // checkGenerations is invariant 3 seen through the lease: every delivery carries the lease
 // generation its reader held (RecordInfo.LeaseGeneration), and a new owner always takes a higher
-// one. A delivery under a lower generation than one already delivered of the same shard came
+// one (within one incarnation of the lease: a reset may create a deleted lease again, whose
+// generations start over, so deliveries are compared by leaseKey). A delivery under a lower
+// generation than one already delivered of the same shard came
 // from a reader that had been replaced and still delivered: two readers of one shard at once,
 // whether in two instances or in one subscription (which the tenures above cannot tell apart,
 // since they know deliverers, not readers).
 func (w *world) checkGenerations() []violation {
 	var vs []violation
 	type newest struct {
-		gen int64
+		key leaseKey
 		d   *delivery
 	}
 	byShard := map[string]newest{}
 	for _, d := range w.deliveries { // in delivery order
 		n := byShard[d.shard]
+		k := leaseKey{d.inc, d.gen}
 		// Two handlers record their deliveries in the order they run, which within one fake
 		// instant need not be the order of the sends: the same tolerance as checkExclusive.
-		if n.d != nil && w.recreatedBetween(d.shard, n.d.at, d.at) {
-			n = newest{} // a reset created the lease again: its generations start over
-		}
-		if d.gen < n.gen && d.at.After(n.d.at.Add(overlapTolerance)) {
-			vs = append(vs, violation{invExclusive, fmt.Sprintf("%s#%d/sub%d delivered %s/%d of %s at %s under lease generation %d, after %s#%d/sub%d had delivered under generation %d at %s",
-				d.slot, d.by.inst, d.by.sub, d.key, d.n, d.shard, rel(d.at), d.gen, n.d.slot, n.d.by.inst, n.d.by.sub, n.gen, rel(n.d.at))})
+		if n.d != nil && k.less(n.key) && d.at.After(n.d.at.Add(overlapTolerance)) {
+			vs = append(vs, violation{invExclusive, fmt.Sprintf("%s#%d/sub%d delivered %s/%d of %s at %s under lease generation %s, after %s#%d/sub%d had delivered under generation %s at %s",
+				d.slot, d.by.inst, d.by.sub, d.key, d.n, d.shard, rel(d.at), k, n.d.slot, n.d.by.inst, n.d.by.sub, n.key, rel(n.d.at))})
 			continue
 		}
-		if d.gen >= n.gen {
-			byShard[d.shard] = newest{d.gen, d}
+		if n.d == nil || !k.less(n.key) {
+			byShard[d.shard] = newest{k, d}
 		}
 	}
 	return vs
@@ -203,40 +204,63 @@ func (w *world) checkDelivered() []violation {
 }
 
 // checkCheckpoints is invariant 4. Successful writes are ordered by the lease's counter, which
-// the store bumps on every write, so their order is the store's.
+// the store bumps on every write, so their order is the store's, within one incarnation of the
+// lease (a reset may create it again, and its counter starts over). A reset's write of a
+// position (reset_test.go) starts the order over: the checkpoints after it must not be before
+// its position, and never go back from there.
 func (w *world) checkCheckpoints() []violation {
 	var vs []violation
-	byShard := map[string][]ckptRec{}
+	type incarnation struct {
+		shard string
+		inc   int
+	}
+	byShard := map[incarnation][]ckptRec{}
 	for _, c := range w.checkpoints {
 		if c.err != nil {
 			continue
 		}
-		byShard[c.held.ShardID] = append(byShard[c.held.ShardID], c)
-		rec, ok := w.owners[c.held.ShardID][c.held.Generation]
+		byShard[incarnation{c.held.ShardID, c.inc}] = append(byShard[incarnation{c.held.ShardID, c.inc}], c)
+		rec, ok := w.owners[c.held.ShardID][leaseKey{c.inc, c.held.Generation}]
 		switch {
 		case ownerOf(c.held.Owner) != c.inst.name:
 			vs = append(vs, violation{invCheckpoint, fmt.Sprintf("%s#%d checkpointed %s of %s holding owner %q's lease",
 				c.inst.name, c.inst.id, c.value, c.held.ShardID, c.held.Owner)})
-		case (!ok || rec.owner != c.held.Owner) && !w.recreated(c.held.ShardID):
+		case !ok || rec.owner != c.held.Owner:
 			vs = append(vs, violation{invCheckpoint, fmt.Sprintf("%s#%d checkpointed %s as %q in generation %d of %s, which went to %q (%s)",
 				c.inst.name, c.inst.id, c.held.ShardID, c.held.Owner, c.held.Generation, c.held.ShardID, rec.owner, rec.how)})
 		}
 	}
-	for shard, cs := range byShard {
-		// By time, then by the counter the store bumped: a reset may delete nothing but may
-		// create a lease the group deleted, whose counters start again at 1.
-		sort.Slice(cs, func(i, j int) bool {
-			if !cs[i].at.Equal(cs[j].at) {
-				return cs[i].at.Before(cs[j].at)
+	for key, cs := range byShard {
+		shard := key.shard
+		sort.Slice(cs, func(i, j int) bool { return cs[i].result.Counter < cs[j].result.Counter })
+		var moves []*resetMove // this incarnation's, in counter order as the store applied them
+		for _, m := range w.rs.moves[shard] {
+			if m.key.inc == key.inc {
+				moves = append(moves, m)
 			}
-			return cs[i].result.Counter < cs[j].result.Counter
-		})
-		for i := 1; i < len(cs); i++ {
-			if checkpointLess(cs[i].value, cs[i-1].value) && !w.resetBetween(cs[i-1].at, cs[i].at, shard) {
+		}
+		var prev *ckptRec
+		var moved *resetMove
+		for i := range cs {
+			c := &cs[i]
+			for len(moves) > 0 && moves[0].counter < c.result.Counter {
+				prev, moved, moves = nil, moves[0], moves[1:]
+			}
+			if _, isStart, _ := lease.ParseStart(c.value); isStart {
+				continue // a position handed on as it was read: no record finished yet
+			}
+			if moved != nil && moved.posErr == nil && c.value != lease.ShardEnd && c.value != moved.pos.after {
+				if ri, ok := w.streamIdx().bySeq[shard+"/"+c.value]; ok && !moved.pos.covers(ri) {
+					vs = append(vs, violation{invCheckpoint, fmt.Sprintf("checkpoint of %s went to %s (%s#%d at %s), before the position %s where %s moved it",
+						shard, c.value, c.inst.name, c.inst.id, rel(c.at), moved.pos, moved.r)})
+				}
+			}
+			if prev != nil && checkpointLess(c.value, prev.value) {
 				vs = append(vs, violation{invCheckpoint, fmt.Sprintf("checkpoint of %s went back from %s (%s#%d at %s) to %s (%s#%d at %s)",
-					shard, cs[i-1].value, cs[i-1].inst.name, cs[i-1].inst.id, rel(cs[i-1].at),
-					cs[i].value, cs[i].inst.name, cs[i].inst.id, rel(cs[i].at))})
+					shard, prev.value, prev.inst.name, prev.inst.id, rel(prev.at),
+					c.value, c.inst.name, c.inst.id, rel(c.at))})
 			}
+			prev = c
 		}
 	}
 	return vs
@@ -270,9 +294,17 @@ func (w *world) checkLeases() []violation {
 			crashed[in.name] = true
 		}
 	}
+	for _, r := range w.rs.runs {
+		if r.err != nil && r.report.Worker != "" {
+			// A reset that failed gives back what it holds, best effort: one it could not
+			// give back is left as a crashed instance's is (a finished one until the group
+			// deletes it, deleteFinishedAfter after it stood still).
+			crashed[r.report.Worker] = true
+		}
+	}
 	var vs []violation
 	for _, l := range leases {
-		if l.Owner == "" || (l.Checkpoint == lease.ShardEnd && crashed[ownerOf(l.Owner)]) {
+		if l.Owner == "" || (l.Checkpoint == lease.ShardEnd && (crashed[ownerOf(l.Owner)] || crashed[l.Owner])) {
 			continue
 		}
 		vs = append(vs, violation{invCleanup, fmt.Sprintf("lease of %s still owned by %q (generation %d, checkpoint %q) after every instance closed",
@@ -288,13 +320,20 @@ func (w *world) checkLeases() []violation {
 // MaxInFlight records per shard (acked above an unacked one, so above the watermark). Clean
 // closes and handoffs redeliver only what was acked above the watermark: MaxInFlight-1 records
 // of the previous deliverer per change of tenure. Throttling, 5xx, expired iterators and
-// reshards redeliver nothing acked.
+// reshards redeliver nothing acked. A reset that moves a shard redelivers what is at or after
+// its position by design: deliveries are compared within the epoch of the last move before
+// their reader's lease (resetEpoch), and a reset also counts as a disruption of what it held.
 func (w *world) checkDuplicates(all map[string][]*tenure) (dups, budget int, vs []violation) {
-	budget = w.windowBudget(all) + w.resetBudget()
-	firstAck := map[pubRec]*delivery{}
+	budget = w.windowBudget(all)
+	type inEpoch struct {
+		rec   pubRec
+		epoch int
+	}
+	firstAck := map[inEpoch]*delivery{}
 	for _, d := range w.deliveries {
-		if o, ok := firstAck[pubRec{d.key, d.n}]; d.acked && (!ok || d.ackOrd < o.ackOrd) {
-			firstAck[pubRec{d.key, d.n}] = d
+		k := inEpoch{pubRec{d.key, d.n}, w.resetEpoch(d)}
+		if o, ok := firstAck[k]; d.acked && (!ok || d.ackOrd < o.ackOrd) {
+			firstAck[k] = d
 		}
 	}
 	shards := map[string]bool{}
@@ -302,14 +341,15 @@ func (w *world) checkDuplicates(all map[string][]*tenure) (dups, budget int, vs 
 	// A record that came again is one duplicate per deliverer that had it again: the resends
 	// of a message the new deliverer nacks are its own business, not more redelivery.
 	type again struct {
-		rec pubRec
+		rec inEpoch
 		by  deliverer
 	}
 	counted := map[again]bool{}
 	for _, d := range w.deliveries {
 		shards[d.shard] = true
-		if o, ok := firstAck[pubRec{d.key, d.n}]; ok && d.ord > o.ackOrd && !counted[again{pubRec{d.key, d.n}, d.by}] {
-			counted[again{pubRec{d.key, d.n}, d.by}] = true
+		k := inEpoch{pubRec{d.key, d.n}, w.resetEpoch(d)}
+		if o, ok := firstAck[k]; ok && d.ord > o.ackOrd && !counted[again{k, d.by}] {
+			counted[again{k, d.by}] = true
 			dups++
 			if len(examples) < 3 {
 				examples = append(examples, fmt.Sprintf("%s/%d acked by %s#%d/sub%d at %s, again to %s#%d/sub%d at %s from %s",

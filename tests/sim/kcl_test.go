@@ -369,7 +369,7 @@ func (w *world) checkKCL() []violation {
 	replayed := map[pubRec]bool{}
 	for _, d := range w.deliveries {
 		rec := pubRec{d.key, d.n}
-		if w.kcl.done[rec] && !replayed[rec] {
+		if w.kcl.done[rec] && !replayed[rec] && w.resetEpoch(d) < 0 { // after a reset: its doing (7a)
 			replayed[rec] = true
 			vs = append(vs, violation{invDuplicates, fmt.Sprintf("%s#%d delivered %s/%d of %s at %s, which the KCL had checkpointed",
 				d.slot, d.by.inst, d.key, d.n, d.shard, rel(d.at))})
@@ -446,8 +446,8 @@ func (w *world) kclGone() bool {
 	return true
 }
 
-// owedByGroup is whether the group must deliver rec: not if the KCL checkpointed it.
-// It is not either if a reset may have moved the group past it (skippedByReset).
+// owedByGroup is whether the group must deliver rec: not if the KCL checkpointed it, nor if a
+// reset moved its shard past it (what a later reset owes, invariant 7b checks).
 func (w *world) owedByGroup(rec pubRec) bool {
 	return (w.kcl == nil || !w.kcl.done[rec]) && !w.skippedByReset(rec)
 }

@@ -48,7 +48,8 @@ type delivery struct {
 	key   string
 	n     int
 	gen   int64 // the lease generation the reader delivered it under
-	// arrival is the record's ApproximateArrivalTimestamp (memlog's clock, the bubble's).
+	inc   int   // the lease's incarnation then (world.incarn)
+	// arrival is the record's ApproximateArrivalTimestamp (memlog's clock: the bubble's)
 	arrival time.Time
 	acked   bool // acked while the message's context was live
 	ackAt   time.Time
@@ -77,12 +78,24 @@ type hookRec struct {
 // ckptRec is one Checkpoint call that reached the store.
 type ckptRec struct {
 	at     time.Time
+	inc    int // the lease's incarnation when it was made
 	inst   *instance
 	held   lease.Lease
 	value  string
 	result lease.Lease
 	err    error
 }
+
+// leaseKey orders the holders of one shard's lease: its incarnation (how many times it was
+// created again), then its generation. Every take, handoff and release makes a greater one.
+type leaseKey struct {
+	inc int
+	gen int64
+}
+
+func (k leaseKey) less(o leaseKey) bool { return k.inc < o.inc || k.inc == o.inc && k.gen < o.gen }
+
+func (k leaseKey) String() string { return fmt.Sprintf("%d.%d", k.inc, k.gen) }
 
 // ownerRec is who was made owner of a generation of a lease, and how.
 type ownerRec struct {
@@ -118,7 +131,7 @@ func (w *world) deliver(in *instance, sub int, msg *message.Message) *delivery {
 	d := &delivery{
 		ord: w.nextOrd(), at: time.Now(), by: deliverer{in.id, sub}, slot: in.name,
 		shard: info.ShardID, seq: info.SequenceNumber, key: msg.Metadata.Get("key"), n: n,
-		gen: info.LeaseGeneration, arrival: info.ArrivalTime,
+		gen: info.LeaseGeneration, inc: w.incarn[info.ShardID], arrival: info.ArrivalTime,
 	}
 	w.deliveries = append(w.deliveries, d)
 	return d
@@ -152,8 +165,8 @@ func (w *world) iterator(in *instance, shard, seq string) {
 			}
 		}
 	}
-	if start, isStart, _ := lease.ParseStart(ckpt); isStart && start.Type == lease.StartAtSequenceNumber {
-		ckpt = start.SequenceNumber // a reset's start at a record: the reader starts there
+	if s, isStart, _ := lease.ParseStart(ckpt); isStart && s.Type == lease.StartAtSequenceNumber {
+		ckpt = s.SequenceNumber // a reset's start at a record: a reader starts there
 	}
 	if seq != "" && seq != ckpt {
 		return
@@ -164,21 +177,34 @@ func (w *world) iterator(in *instance, shard, seq string) {
 func (w *world) noteOwner(in *instance, how string, l lease.Lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.noteOwnerLocked(in.name, how, l)
+}
+
+// noteOwnerLocked records an ownership change made by slot (an instance's name, or a reset's);
+// a create of a lease that was there before (a reset creating a deleted one again) begins a
+// new incarnation. The first create does not: it is noted just after the store applied it,
+// and another instance may take the new lease in between. The caller holds mu.
+func (w *world) noteOwnerLocked(slot, how string, l lease.Lease) leaseKey {
+	if how == "create" && len(w.owners[l.ShardID]) > 0 {
+		w.incarn[l.ShardID]++
+	}
 	gens := w.owners[l.ShardID]
 	if gens == nil {
-		gens = map[int64]ownerRec{}
+		gens = map[leaseKey]ownerRec{}
 		w.owners[l.ShardID] = gens
 	}
-	gens[l.Generation] = ownerRec{owner: l.Owner, slot: in.name, how: how}
+	k := leaseKey{w.incarn[l.ShardID], l.Generation}
+	gens[k] = ownerRec{owner: l.Owner, slot: slot, how: how}
 	if traceNotes {
-		fmt.Fprintf(os.Stderr, "seed %d: %9s  %s by %s: %s owner %q gen %d pending %q\n", w.seed, w.since().Round(time.Millisecond), how, in.name, l.ShardID, l.Owner, l.Generation, l.PendingOwner)
+		fmt.Fprintf(os.Stderr, "seed %d: %9s  %s by %s: %s owner %q gen %s pending %q\n", w.seed, w.since().Round(time.Millisecond), how, slot, l.ShardID, l.Owner, k, l.PendingOwner)
 	}
+	return k
 }
 
 func (w *world) noteCheckpoint(in *instance, held lease.Lease, value string, result lease.Lease, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.checkpoints = append(w.checkpoints, ckptRec{at: time.Now(), inst: in, held: held, value: value, result: result, err: err})
+	w.checkpoints = append(w.checkpoints, ckptRec{at: time.Now(), inc: w.incarn[held.ShardID], inst: in, held: held, value: value, result: result, err: err})
 	if traceNotes {
 		fmt.Fprintf(os.Stderr, "seed %d: %9s  checkpoint %s#%d %s %.12s... gen %d err %v\n", w.seed, w.since().Round(time.Millisecond), in.name, in.id, held.ShardID, value, held.Generation, err)
 	}

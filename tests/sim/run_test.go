@@ -92,12 +92,20 @@ func (w *world) drain() bool {
 	settled := time.Now().Add(settleTail)
 	deadline := time.Now().Add(drainLimit)
 	for time.Now().Before(deadline) {
-		if w.allAcked() && w.kclGone() && !time.Now().Before(settled) {
+		if w.allAcked() && w.kclGone() && w.resetsDone() && !time.Now().Before(settled) {
 			return true
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// resetsDone: every reset returned, and what the last move of each shard owes was delivered
+// and acked after it (reset_test.go).
+func (w *world) resetsDone() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resetsOwed()
 }
 
 func (w *world) allAcked() bool {
@@ -223,7 +231,20 @@ func (w *world) outcome(leaks []string) *outcome {
 	for _, ts := range all {
 		tenures += len(ts)
 	}
-	o.stats = fmt.Sprintf("%d published, %d deliveries, %d duplicates (budget %d), %d tenures, %d instances, %d resets",
-		len(w.published), len(w.deliveries), dups, budget, tenures, len(w.insts), len(w.resets))
+	moved := 0
+	for _, ms := range w.rs.moves {
+		moved += len(ms)
+	}
+	o.resets, o.moves = len(w.rs.runs), moved
+	for _, r := range w.rs.runs {
+		if r.err != nil {
+			o.resetErrs++
+			if len(r.moves) > 0 {
+				o.resetPartial++
+			}
+		}
+	}
+	o.stats = fmt.Sprintf("%d published, %d deliveries, %d duplicates (budget %d), %d tenures, %d instances, %d resets (%d shards moved)",
+		len(w.published), len(w.deliveries), dups, budget, tenures, len(w.insts), len(w.rs.runs), moved)
 	return o
 }

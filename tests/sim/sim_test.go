@@ -1,7 +1,8 @@
 // Package sim_test is a seeded simulation of one consumer group: memlog, the in-memory lease
 // store and several Subscriber instances, on the fake time of a testing/synctest bubble, under a
-// random schedule of starts, closes, crashes, pauses, lease-store and Kinesis faults and
-// reshards. After each run it checks the invariants in check_test.go.
+// random schedule of starts, closes, crashes, pauses, lease-store and Kinesis faults,
+// reshards and resets of the group's position (admin.ResetGroup, reset_test.go). After each run
+// it checks the invariants in check_test.go and reset_test.go.
 //
 // A seed fixes the schedule (events, instances, handlers, clock rates); it does not fix the
 // order in which goroutines run at one fake instant, so a race in the driver may show up in
@@ -12,7 +13,7 @@
 //	SIM_SEED=17 go test ./tests/sim -run TestSimulation  seed 17 alone, with its schedule
 //	SIM_SEED=17 SIM_REPEAT=200 SIM_BRIEF=1 ...           seed 17, 200 times (a failure may need
 //	                                                     one order of goroutines: see rerun)
-//	SIM_MIX=faults|restarts|subs|calm                    another scenario family (events_test.go)
+//	SIM_MIX=faults|restarts|subs|calm|kcl|reset          another scenario family (events_test.go)
 //	make sim SEEDS=1000                                  without -race, a line per failing seed
 //	                                                     and a summary line
 //	SIM_TRACE=1                                          print the schedule as it is applied
@@ -42,6 +43,9 @@ type outcome struct {
 	violations []violation
 	schedule   []string
 	stats      string
+	// resets made, those that returned an error (partly: after moving shards), and shards
+	// they moved (reset_test.go)
+	resets, resetErrs, resetPartial, moves int
 }
 
 func (o *outcome) failed() bool { return len(o.violations) > 0 }
@@ -92,7 +96,7 @@ func TestSimulation(t *testing.T) {
 		m = mixes["all"]
 	}
 	var mu sync.Mutex
-	var ran int
+	var ran, resets, resetErrs, resetPartial, moves, withResets int
 	var failures []*outcome
 	t.Cleanup(func() {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].seed < failures[j].seed })
@@ -101,6 +105,8 @@ func TestSimulation(t *testing.T) {
 			list = append(list, fmt.Sprintf("%d[%s]", o.seed, o.invariants()))
 		}
 		fmt.Printf("sim: mix %s: %d seeds ran, %d failed %s\n", m.name, ran, len(failures), strings.Join(list, " "))
+		fmt.Printf("sim: %d resets in %d seeds (%d returned an error, %d of them after moving shards), %d shard moves\n",
+			resets, withResets, resetErrs, resetPartial, moves)
 	})
 	// Seeds run in parallel within batches: a parallel subtest waits as a goroutine until it
 	// may run, and the leak check reads every goroutine's stack, so 10,000 seeds started at
@@ -114,6 +120,11 @@ func TestSimulation(t *testing.T) {
 					o := runInBubble(t, seed, m)
 					mu.Lock()
 					ran++
+					resets, resetErrs, moves = resets+o.resets, resetErrs+o.resetErrs, moves+o.moves
+					resetPartial += o.resetPartial
+					if o.resets > 0 {
+						withResets++
+					}
 					if o.failed() {
 						failures = append(failures, o)
 					}

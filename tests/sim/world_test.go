@@ -75,15 +75,15 @@ type world struct {
 	deliveries  []*delivery
 	hooks       []hookRec
 	checkpoints []ckptRec
-	owners      map[string]map[int64]ownerRec // shard -> generation -> who got it
-	notes       []string                      // the schedule as applied
-	disrupt     []disruption                  // events that may explain duplicates
-	closeErrs   []string
-	kcl         *kclWorld // a seed that moves in from a KCL application (kcl_test.go); nil if not
-	// pubStart is when the Publish call of each acked record began: its arrival time is no
-	// earlier. resets are the resets made (reset_test.go).
-	pubStart map[pubRec]time.Time
-	resets   []*resetRec
+	owners      map[string]map[leaseKey]ownerRec // shard -> incarnation and generation -> who got it
+	// incarn counts, per shard, the times its lease was created again: a reset creates again
+	// a lease the group deleted once it was read to its end, and its generations start over.
+	incarn    map[string]int
+	notes     []string     // the schedule as applied
+	disrupt   []disruption // events that may explain duplicates
+	closeErrs []string
+	kcl       *kclWorld  // a seed that moves in from a KCL application (kcl_test.go); nil if not
+	rs        resetWorld // the resets of the run (reset_test.go)
 }
 
 type kinesisFaults struct {
@@ -104,14 +104,14 @@ type storeFaults struct {
 func newWorld(seed uint64, m mix) (*world, error) {
 	w := &world{
 		seed: seed, mix: m, start: time.Now(),
-		log:      memlog.New(memlog.Config{}),
-		store:    lease.NewMemoryStore(),
-		end:      make(chan struct{}),
-		frand:    rand.New(rand.NewPCG(seed, 0xfa17)),
-		live:     map[string]*instance{},
-		owners:   map[string]map[int64]ownerRec{},
-		pubStart: map[pubRec]time.Time{},
-		kf:       kinesisFaults{expireNext: map[string]bool{}, deniedUntil: map[string]time.Time{}},
+		log:    memlog.New(memlog.Config{}),
+		store:  lease.NewMemoryStore(),
+		end:    make(chan struct{}),
+		frand:  rand.New(rand.NewPCG(seed, 0xfa17)),
+		live:   map[string]*instance{},
+		owners: map[string]map[leaseKey]ownerRec{},
+		incarn: map[string]int{},
+		kf:     kinesisFaults{expireNext: map[string]bool{}, deniedUntil: map[string]time.Time{}},
 	}
 	ctx := context.Background()
 	shards := int32(2 + seed%3)
@@ -254,7 +254,6 @@ func ownerOf(owner string) string {
 // publish writes one batch and records what was acked (Publish returned nil).
 func (w *world) publish(msgs []pubRec) {
 	batch := make([]*kinesisMessage, 0, len(msgs))
-	began := time.Now()
 	for _, m := range msgs {
 		batch = append(batch, newSimMessage(m))
 	}
@@ -264,8 +263,5 @@ func (w *world) publish(msgs []pubRec) {
 	}
 	w.mu.Lock()
 	w.published = append(w.published, msgs...)
-	for _, m := range msgs {
-		w.pubStart[m] = began
-	}
 	w.mu.Unlock()
 }

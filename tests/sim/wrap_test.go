@@ -275,11 +275,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func (s *simStore) Create(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	out, err := s.call(ctx, func() (lease.Lease, error) { return s.s.Create(ctx, l) })
-	if err == nil {
-		s.w.noteOwner(s.inst, "create", out)
-	}
-	return out, err
+	return s.call(ctx, func() (lease.Lease, error) {
+		out, err := s.s.Create(ctx, l)
+		if err == nil {
+			s.w.noteOwner(s.inst, "create", out) // noted as applied, even if the answer gets lost
+		}
+		return out, err
+	})
 }
 
 func (s *simStore) List(ctx context.Context, group, stream string) ([]lease.Lease, error) {
