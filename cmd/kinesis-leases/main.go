@@ -9,6 +9,16 @@
 //	kinesis-leases -stream orders -group billing -table leases [-json] [-region us-east-1]
 //	               [-endpoint-kinesis URL] [-endpoint-dynamodb URL] [-skip-behind] [-watch 4s] [-timeout 1m]
 //	kinesis-leases -stream orders -table billing-app -kcl [-multi-stream] [-group billing-app] [-json] ...
+//	kinesis-leases reset -stream orders -group billing -table leases -to POSITION [-shard ID] [-dry-run]
+//	               [-settle] [-wait 30s] [-json] [-kcl] [-timeout 2m] ...
+//
+// The reset subcommand moves the group's position, live, through the lease protocol
+// (admin.ResetGroup): POSITION is trim-horizon, latest, an RFC 3339 time, or, with -shard,
+// at-sequence:SEQ or after-sequence:SEQ. -dry-run prints per shard its owner and checkpoint
+// and where it would go, and writes nothing; the reset prints per shard what it did, and with
+// -wait which worker applied it and when. Its exit status is 0 done (or dry run printed), 1
+// the reset failed, 2 a bad command line. See kinesis-leases reset -help, and the runbook in
+// docs/operating.md. The rest of this comment is about the inspection.
 //
 // To see which owners are alive, it watches the leases and member records for -watch (default
 // 4s: the default lease renewal interval, 3.3 s, plus a margin), listing them again every
