@@ -47,6 +47,10 @@ type consumer struct {
 	// not: the 5-second rule is about when a subscription was made, not whether it still runs.
 	// Guarded by fanout.mu.
 	subs map[int]*subscription
+
+	// quota holds, by shard index, the consumer's SubscribeToShard calls and pushed bytes on
+	// the shard, with Config.Quotas (fanout_quota.go). Guarded by fanout.mu.
+	quota map[int]*fanOutQuota
 }
 
 // status is the consumer's status at now: CREATING until Config.ConsumerActivation has passed

@@ -46,6 +46,10 @@ func errLimit(format string, args ...any) error {
 	return &types.LimitExceededException{Message: ptr(fmt.Sprintf(format, args...))}
 }
 
+func errThroughput(msg string) error {
+	return &types.ProvisionedThroughputExceededException{Message: ptr(msg)}
+}
+
 // errDryRun is what AWS answers a valid request that has DryRun set.
 func errDryRun() error {
 	return &types.DryRunOperationException{Message: ptr("Request would have succeeded, but DryRun flag is set.")}

@@ -115,6 +115,10 @@ func (l *Log) GetShardIterator(ctx context.Context, in *awskinesis.GetShardItera
 		return nil, l.errShardNotFound(*in.ShardId, st.name)
 	}
 	now := l.now()
+	if l.quotas != nil && !l.quotas.admitIterator(sh, now) {
+		st.usage.throttle("GetShardIterator")
+		return nil, l.errShardRate(st, sh)
+	}
 	pos, err := l.startPosition(st, sh, in, now)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,13 @@
 // heartbeats, ChildShards at a shard's end and in-stream exceptions, decoded by the SDK from
 // AWS's event-stream encoding, so a consumer's code runs the very path it runs against AWS.
 //
+// By default a Log enforces no rate: calls go as fast as the machine allows. Config.Quotas
+// turns on AWS's documented quotas (per-shard writes and reads, GetShardIterator, the control
+// plane, enhanced fan-out), answered with AWS's errors and messages and timed on the Log's
+// clock, so a test sees at once, on fake time, what a producer or a consumer does at AWS's
+// limits. Usage reports what a stream was charged (calls, records, bytes, PUT payload units,
+// throttles), with quotas or without.
+//
 // The optFns argument of every method is accepted and ignored: it configures an SDK client
 // (retries, endpoints, credentials), which a Log does not have.
 package memlog
@@ -63,12 +70,20 @@ type Config struct {
 	ConsumerActivation time.Duration
 
 	// After is the Log's timer, for what a SubscribeToShard subscription waits for on the Log's
-	// clock: the heartbeat event after 5 s without an event, and its end after 5 minutes. It must
+	// clock: the heartbeat event after 5 s without an event, its end after 5 minutes and, with
+	// Quotas, the pause that keeps its pushes under Quotas.FanOutBytes. It must
 	// agree with Now: the channel it returns delivers once Now has advanced by d or more, so a
 	// test that injects a fake Now injects that fake's After too, and fires the timers it handed
-	// out as it moves its clock. A subscription keeps at most two of them pending. It must be
+	// out as it moves its clock. A subscription keeps at most two of them pending (three with
+	// Quotas). It must be
 	// safe for concurrent use. Default time.After.
 	After func(d time.Duration) <-chan time.Time
+
+	// Quotas, when set, makes the Log enforce Kinesis Data Streams' documented rate quotas
+	// (per-shard reads and writes, GetShardIterator, the control plane, enhanced fan-out):
+	// &memlog.Quotas{} is AWS's numbers, each field can change one. Default nil: no quota is
+	// enforced, and calls go as fast as the machine allows. Usage counts either way.
+	Quotas *Quotas
 }
 
 const (
@@ -97,6 +112,8 @@ type Log struct {
 	incarnations uint64     // streams created so far; guarded by mu
 	streams      atomic.Pointer[map[string]*stream]
 
+	quotas *limits // nil unless Config.Quotas is set
+
 	fault      atomic.Pointer[FaultFunc]
 	entryFault atomic.Pointer[EntryFaultFunc]
 }
@@ -113,6 +130,7 @@ func New(cfg Config) *Log {
 		consumerLimit: cfg.ConsumerLimit,
 		activation:    cfg.ConsumerActivation,
 		after:         cfg.After,
+		quotas:        newLimits(cfg.Quotas),
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -142,7 +160,8 @@ func (l *Log) lookup(name string) *stream {
 }
 
 // before runs the fault hook, then refuses to start a call whose context is already done, as the
-// SDK does. It is the first thing every operation does.
+// SDK does, then counts the call and holds it to its control-plane quota (meter). It is the
+// first thing every operation does.
 func (l *Log) before(ctx context.Context, call Call) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -152,7 +171,10 @@ func (l *Log) before(ctx context.Context, call Call) error {
 			return err
 		}
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.meter(call)
 }
 
 // isTrue reads an optional request flag such as DryRun.

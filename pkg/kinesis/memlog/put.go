@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"time"
 
 	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -50,7 +51,16 @@ func (l *Log) PutRecord(ctx context.Context, in *awskinesis.PutRecordInput, _ ..
 	if isTrue(in.DryRun) {
 		return nil, errDryRun()
 	}
-	sh, seq := st.appendOne(h, in.Data, *in.PartitionKey, l.now().UnixMilli())
+	now, size := l.now(), len(in.Data)+len(*in.PartitionKey)
+	st.usage.putCalls.Add(1)
+	if l.quotas != nil {
+		if routed := st.shards.Load().route(h); !l.quotas.admitWrite(routed, now, size) {
+			st.usage.throttledRecords.Add(1)
+			return nil, l.errShardRate(st, routed)
+		}
+	}
+	sh, seq := st.appendOne(h, in.Data, *in.PartitionKey, now.UnixMilli())
+	st.usage.stored(1, int64(size), payloadUnits(size))
 	return &awskinesis.PutRecordOutput{SequenceNumber: &seq, ShardId: ptr(sh.id), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
@@ -171,21 +181,28 @@ func (l *Log) peekShard(stream string, key, explicit *string) string {
 func (l *Log) storeBatch(st *stream, entries []types.PutRecordsRequestEntry, routes []*shard, hashes []hashKey) *awskinesis.PutRecordsOutput {
 	n := len(entries)
 	res := make([]types.PutRecordsResultEntry, n)
+	now := l.now()
 	failed := l.entryFaults(st, entries, routes, res)
+	failed += l.writeQuota(st, entries, routes, res, now)
 	order := make([]int32, 0, n-failed)
-	size := 0
+	size, stored, units := 0, 0, int64(0)
 	for i, sh := range routes {
 		if sh != nil {
 			order = append(order, int32(i))
 			size += len(entries[i].Data)
+			rec := len(entries[i].Data) + len(*entries[i].PartitionKey)
+			stored += rec
+			units += payloadUnits(rec)
 		}
 	}
+	st.usage.putCalls.Add(1)
+	st.usage.stored(int64(len(order)), int64(stored), units)
 	byShard := func(a, b int32) int { return cmp.Compare(routes[a].index, routes[b].index) }
 	slices.SortStableFunc(order, byShard)
 	buf := make([]byte, 0, size)
 	seqs := make([]string, n)
 	ids := make([]string, n)
-	nowMs := l.now().UnixMilli()
+	nowMs := now.UnixMilli()
 	for len(order) > 0 {
 		sh := routes[order[0]]
 		k := 1
@@ -240,6 +257,29 @@ func (l *Log) entryFaults(st *stream, entries []types.PutRecordsRequestEntry, ro
 		routes[i] = nil
 		failed++
 	}
+	return failed
+}
+
+// writeQuota holds the entries that survived the fault hook to their shards' write quotas, in
+// request order, as AWS does: an entry over its shard's quota fails alone (marked in res, its
+// route cleared) and the others go on. It returns how many failed. A shard that a reshard closes
+// after routing passes its entries to its children uncharged, a moment's leeway that does not
+// matter to a test.
+func (l *Log) writeQuota(st *stream, entries []types.PutRecordsRequestEntry, routes []*shard, res []types.PutRecordsResultEntry, now time.Time) int {
+	if l.quotas == nil {
+		return 0
+	}
+	failed := 0
+	for i, sh := range routes {
+		if sh == nil || l.quotas.admitWrite(sh, now, len(entries[i].Data)+len(*entries[i].PartitionKey)) {
+			continue
+		}
+		const code = "ProvisionedThroughputExceededException"
+		res[i].ErrorCode, res[i].ErrorMessage = ptr(code), ptr(l.entryFaultMessage(code, st.name, sh.id))
+		routes[i] = nil
+		failed++
+	}
+	st.usage.throttledRecords.Add(int64(failed))
 	return failed
 }
 

@@ -55,7 +55,17 @@ func (l *Log) GetRecords(ctx context.Context, in *awskinesis.GetRecordsInput, _ 
 	if isTrue(in.DryRun) {
 		return nil, errDryRun()
 	}
-	return l.readRecords(st, sh, sh.read(it.pos, limit), now), nil
+	st.usage.getCalls.Add(1)
+	if l.quotas != nil && !l.quotas.admitRead(sh, now) {
+		st.usage.getThrottled.Add(1)
+		return nil, l.errShardRate(st, sh)
+	}
+	out, read := l.readRecords(st, sh, sh.read(it.pos, limit), now)
+	st.usage.bytesRead.Add(int64(read))
+	if l.quotas != nil {
+		l.quotas.chargeRead(sh, now, read)
+	}
+	return out, nil
 }
 
 // checkGetRecords validates what GetRecords has besides its iterator and returns the limit.
@@ -90,9 +100,10 @@ func (l *Log) peekShardID(it iterator) string {
 }
 
 // readRecords turns a view into a response: the records that fit in maxGetBytes, the next
-// iterator, MillisBehindLatest, and ChildShards at the end of a closed shard.
-func (l *Log) readRecords(st *stream, sh *shard, v view, now time.Time) *awskinesis.GetRecordsOutput {
-	n, size := fit(v)
+// iterator, MillisBehindLatest, and ChildShards at the end of a closed shard. It also returns the
+// bytes of data and keys the response holds, which the read quota charges.
+func (l *Log) readRecords(st *stream, sh *shard, v view, now time.Time) (*awskinesis.GetRecordsOutput, int) {
+	n, size, read := fit(v)
 	recs := make([]types.Record, n)
 	strs := make([]string, 2*n)   // sequence numbers and partition keys, pointed to by recs
 	times := make([]time.Time, n) // arrival timestamps, pointed to by recs
@@ -127,29 +138,29 @@ fill:
 	}
 	if v.closed && next > v.last {
 		out.ChildShards = cloneChildShards(v.children)
-		return out
+		return out, read
 	}
 	it := iterator{stream: st.name, incarnation: st.incarnation, shard: sh.index, pos: next, issued: now.UnixMilli()}
 	out.NextShardIterator = ptr(l.encodeIterator(it))
-	return out
+	return out, read
 }
 
-// fit is how many records of v one response holds under maxGetBytes, and their payload bytes.
-// The first record always fits, so a reader can never be stuck behind a large one.
-func fit(v view) (n, size int) {
-	total := 0
+// fit is how many records of v one response holds under maxGetBytes, their payload bytes, and
+// their payload and key bytes. The first record always fits, so a reader can never be stuck
+// behind a large one.
+func fit(v view) (n, size, total int) {
 	for _, seg := range v.segs {
 		for j := range seg {
 			r := &seg[j]
-			total += len(r.data) + len(r.key)
-			if n > 0 && total > maxGetBytes {
-				return n, size
+			if n > 0 && total+len(r.data)+len(r.key) > maxGetBytes {
+				return n, size, total
 			}
+			total += len(r.data) + len(r.key)
 			n++
 			size += len(r.data)
 		}
 	}
-	return n, size
+	return n, size, total
 }
 
 // cloneChildShards copies the child shards of a closed shard, so callers cannot change the Log's.

@@ -53,6 +53,8 @@ type shard struct {
 	closed      bool
 	children    []types.ChildShard // the shards that replaced this one once closed
 	wake        chan struct{}      // closed by the next append or close; nil while no subscriber waits
+
+	quota shardQuota // the shard's read and write buckets, used only with Config.Quotas
 }
 
 func newShard(index int, inc uint64, hashes hashRange, created int64) *shard {

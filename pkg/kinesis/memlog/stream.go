@@ -22,6 +22,7 @@ type stream struct {
 	maxRecordKiB int32
 	maxRecord    int // bytes of data + partition key a record may have
 	shards       atomic.Pointer[shardSet]
+	usage        usage // what the stream was charged (Usage), and its per-stream quotas
 }
 
 // shardSet is a stream's shards at one moment. A reshard or an expiry publishes a new one whole,

@@ -89,6 +89,10 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 	if sh == nil || set.state[sh.index].expired {
 		return nil, l.errShardNotFound(*in.ShardId, st.name)
 	}
+	quota, err := l.admitSubscribe(st, cons, sh, now)
+	if err != nil {
+		return nil, err
+	}
 	sp := in.StartingPosition
 	pos, err := l.startPosition(st, sh, &awskinesis.GetShardIteratorInput{
 		ShardIteratorType: sp.Type, StartingSequenceNumber: sp.SequenceNumber, Timestamp: sp.Timestamp,
@@ -100,6 +104,7 @@ func (l *Log) SubscribeToShard(ctx context.Context, in *awskinesis.SubscribeToSh
 		return nil, errDryRun()
 	}
 	sub := newSubscription(ctx, l, st, sh, cons, max(pos, 1), now)
+	sub.quota = quota
 	if err := l.install(sub); err != nil {
 		sub.cancel(err)
 		return nil, err
@@ -172,6 +177,8 @@ type subscription struct {
 	cons *consumer
 	made time.Time // when SubscribeToShard accepted it, on the Log's clock
 	pos  uint64    // ordinal of the next record to send; only the pump uses it once it runs
+	// quota paces the pushes to Config.Quotas.FanOutBytes; nil without Config.Quotas.
+	quota *fanOutQuota
 
 	parent context.Context // the caller's
 	ctx    context.Context // parent's child, also cancelled when the body is closed
@@ -328,12 +335,15 @@ func (s *subscription) finish(err error) {
 	}
 }
 
-// send runs the fault hook, then writes one event with the records from s.pos on that fit in it,
+// send runs the fault hook, waits for the consumer's push budget (pace), then writes one event with the records from s.pos on that fit in it,
 // and moves s.pos past them. It reports whether the event ended a closed shard, and when (on the
 // Log's clock) it was made. A hook that blocks delays the event, which then carries what was
 // stored meanwhile.
 func (s *subscription) send() (final bool, at time.Time, err error) {
 	if err := s.l.before(s.ctx, Call{Op: "SubscribeToShardEvent", Stream: s.st.name, ShardID: s.sh.id}); err != nil {
+		return false, time.Time{}, err
+	}
+	if err := s.pace(); err != nil {
 		return false, time.Time{}, err
 	}
 	now := s.l.now()
@@ -345,11 +355,11 @@ fill:
 	for _, seg := range v.segs {
 		for j := range seg {
 			r := &seg[j]
-			size += len(r.data) + len(r.key)
-			if len(ev.Records) > 0 && size > maxEventBytes {
+			if len(ev.Records) > 0 && size+len(r.data)+len(r.key) > maxEventBytes {
 				nextArrival = r.arrival
 				break fill
 			}
+			size += len(r.data) + len(r.key)
 			ev.Records = append(ev.Records, recordJSON{
 				SequenceNumber:              r.seq,
 				ApproximateArrivalTimestamp: epochSeconds(r.arrival),
@@ -375,6 +385,7 @@ fill:
 	if err := s.write(eventMessage(payload)); err != nil {
 		return false, time.Time{}, err
 	}
+	s.pushed(size)
 	s.pos = next
 	return final, now, nil
 }
