@@ -558,7 +558,7 @@ func biRows() []biRow {
 				m.SetContext(ctx)
 				return w.publisher(nil).Publish(biStream, m)
 			},
-			want: `kinesis: 1 message(s) not written to stream "orders"; message 0 (uuid "m-0"): kinesis: PutRecords to stream "orders": context canceled`,
+			want: `kinesis: 1 message(s) not written to stream "orders"; message 0 (uuid "m-0"): not sent: the context of the call's first message ended before publishing: context canceled`,
 			is:   []error{context.Canceled}, as: new(*kinesis.PublishError), after: biNothingWritten},
 
 		// Publish with zero messages: as Watermill's other publishers (GoChannel, Kafka), no

@@ -1,6 +1,7 @@
 package kinesis
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -45,26 +46,48 @@ func TestRounds(t *testing.T) {
 	}
 }
 
-func TestBatchesRespectCountAndSize(t *testing.T) {
-	many := keyed(make([]string, 1201)...)
-	if got := batches(many); len(got) != 3 || len(got[0]) != 500 || len(got[2]) != 201 {
-		t.Fatalf("1201 records: %d batches", len(got))
+// queued puts records in a dispatcher's queue as submit does, and returns the dispatcher.
+func queued(records []*pendingRecord) *dispatcher {
+	w := &callWait{ctx: context.Background(), open: len(records), done: make(chan struct{})}
+	for _, r := range records {
+		r.state, r.call = recordQueued, w
+	}
+	return &dispatcher{queue: append([]*pendingRecord(nil), records...)}
+}
+
+// take fills each request up to 500 entries and 5 MiB, in queue order, and leaves the rest
+// queued; records settled while queued (their call gave up) are dropped.
+func TestTakeRespectsCountAndSize(t *testing.T) {
+	sizes := func(d *dispatcher) (got []int) {
+		for req := d.take(); req != nil; req = d.take() {
+			size := 0
+			for _, rs := range req.records {
+				for _, r := range rs {
+					size += r.size + entryOverhead
+				}
+			}
+			if size > maxPutRecordsSize {
+				t.Errorf("a request of %d bytes", size)
+			}
+			got = append(got, len(req.entries))
+		}
+		return got
+	}
+	if got := sizes(queued(keyed(make([]string, 1201)...))); fmt.Sprint(got) != "[500 500 201]" {
+		t.Errorf("1201 records: requests of %v entries, want [500 500 201]", got)
 	}
 	big := keyed("a", "b", "c", "d", "e", "f")
 	for _, r := range big {
 		r.size = 2 << 20 // 2 MiB each: two fit under 5 MiB
 	}
-	got := batches(big)
-	if len(got) != 3 {
-		t.Fatalf("6 x 2 MiB: %d batches, want 3", len(got))
+	if got := sizes(queued(big)); fmt.Sprint(got) != "[2 2 2]" {
+		t.Errorf("6 x 2 MiB: requests of %v entries, want [2 2 2]", got)
 	}
-	for _, b := range got {
-		size := 0
-		for _, r := range b {
-			size += r.size
-		}
-		if size > maxPutRecordsSize {
-			t.Fatalf("batch of %d bytes exceeds 5 MiB", size)
-		}
+	some := keyed("a", "b", "c", "d")
+	d := queued(some)
+	some[1].state, some[2].state = recordSettled, recordSettled
+	req := d.take()
+	if req == nil || len(req.entries) != 2 || req.records[0][0] != some[0] || req.records[1][0] != some[3] || len(d.queue) != 0 {
+		t.Errorf("with two records settled while queued: %+v, queue %d; want records 0 and 3", req, len(d.queue))
 	}
 }

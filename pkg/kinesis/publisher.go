@@ -11,7 +11,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
@@ -26,6 +25,14 @@ type Publisher struct {
 	// closed is closed by the first Close (closeOnce guards it); Publish checks it.
 	closeOnce sync.Once
 	closed    chan struct{}
+	// running is held for reading by every Publish call, so that Close, which takes it for
+	// writing, waits for the calls in progress; senders counts the dispatchers' sender
+	// goroutines, which Close waits for next (no call is left to start one).
+	running sync.RWMutex
+	senders sync.WaitGroup
+
+	// dispatchers holds each stream's dispatcher, made at its first Publish.
+	dispatchers sync.Map // stream name -> *dispatcher
 
 	// ensured remembers streams known to exist, so CreateStream costs one call per stream.
 	ensured sync.Map // stream name -> struct{}
@@ -54,14 +61,20 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	return &Publisher{config: config, logger: logger, metrics: metrics, closed: make(chan struct{})}, nil
 }
 
-// Publish writes the messages to the stream named topic. Validation of every message happens
-// before any call: if any is invalid, none is written, and the error joins one *MessageError
-// (matching ErrInvalidMessage) per invalid message. With no messages, Publish does nothing.
-// Messages that share a partition key are written in the order given, even when some are
-// retried: the call is split into rounds, and a round holds at most one message per key and
-// starts only when the previous round is written. Within a round, records go out in PutRecords
-// batches of up to 500 records and 5 MiB; rejected entries are retried with jittered backoff.
-// The context of the first message of a batch is the batch's call context.
+// Publish writes the messages to the stream named topic, and returns once Kinesis stored them
+// (or they failed). Validation of every message happens before any call: if any is invalid,
+// none is written, and the error joins one *MessageError (matching ErrInvalidMessage) per
+// invalid message. With no messages, Publish does nothing.
+//
+// Concurrent calls share PutRecords requests: the records of every call to a stream that wait
+// at the same moment go out together, up to 500 records and 5 MiB a request and
+// MaxInFlightRequests requests at once, so that one message per call, from many goroutines,
+// does not cost a request per message. Messages that share a partition key are written in the
+// order given, even when some are retried: the call is split into rounds, a round holds at most
+// one message per key and is submitted only when the previous round is written; calls a
+// goroutine makes one after another are written in that order too. Rejected entries are
+// retried with jittered backoff. The context of the first message bounds the call: when it
+// ends, the call returns, naming the messages not written.
 //
 // Publish is not atomic: on error, a *PublishError lists the messages that were not written.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) {
@@ -69,6 +82,8 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 		start := time.Now()
 		defer func() { p.measure(topic, len(msgs), time.Since(start), err) }()
 	}
+	p.running.RLock()
+	defer p.running.RUnlock()
 	select {
 	case <-p.closed:
 		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
@@ -87,15 +102,32 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 	if p.config.AggregateKPL {
 		records = aggregateByKey(records)
 	}
-	if err := p.ensureStream(msgs[0].Context(), topic); err != nil {
+	ctx := msgs[0].Context()
+	if err := ctx.Err(); err != nil {
+		for _, r := range records {
+			r.err = fmt.Errorf("not sent: the context of the call's first message ended before publishing: %w", err)
+		}
+		return p.publishError(topic, records, err)
+	}
+	if err := p.ensureStream(ctx, topic); err != nil {
 		return err
 	}
+	d := p.dispatcher(topic)
 	for _, round := range rounds(records) {
-		if err := p.writeRound(topic, round); err != nil {
+		if err := p.writeRound(ctx, d, round); err != nil {
 			return p.publishError(topic, records, err)
 		}
 	}
 	return nil
+}
+
+// dispatcher is the stream's dispatcher, made at its first use.
+func (p *Publisher) dispatcher(stream string) *dispatcher {
+	if d, ok := p.dispatchers.Load(stream); ok {
+		return d.(*dispatcher)
+	}
+	d, _ := p.dispatchers.LoadOrStore(stream, newDispatcher(p, stream))
+	return d.(*dispatcher)
 }
 
 // encode validates and marshals every message before anything is sent.
@@ -161,87 +193,46 @@ func uuidOf(msg *message.Message) string {
 	return msg.UUID
 }
 
-// writeRound writes every record of a round, retrying rejected entries. On failure, the
-// records not written carry their error in err.
-func (p *Publisher) writeRound(stream string, round []*pendingRecord) error {
-	for _, batch := range batches(round) {
-		if err := p.writeBatch(stream, batch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *Publisher) writeBatch(stream string, batch []*pendingRecord) error {
-	ctx := batch[0].msg.Context()
-	entries := make([]types.PutRecordsRequestEntry, 0, len(batch))
-	permanent := 0 // records rejected with an entry error that no retry can fix
+// writeRound writes every record of a round through the stream's dispatcher, submitting the
+// entries Kinesis rejected again after a backoff. On failure, the records not written carry
+// their error in err.
+func (p *Publisher) writeRound(ctx context.Context, d *dispatcher, round []*pendingRecord) error {
+	pending := round
 	for attempt := 0; ; attempt++ {
-		entries = entries[:0]
-		for _, r := range batch {
-			entries = append(entries, r.entry)
-		}
-		out, err := p.putRecords(ctx, stream, entries)
-		p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(stream))
+		d.submit(ctx, pending)
 		var retry []*pendingRecord
-		switch {
-		case err != nil && (awscall.Classify(ctx, err) == awscall.Throttled || awscall.Classify(ctx, err) == awscall.Transient):
-			retry = batch
-			markFailed(batch, err)
-		case err != nil:
-			markFailed(batch, p.callError(stream, err))
-			return err
-		default:
-			var n, written int
-			retry, n, written = p.failedEntries(batch, out)
-			permanent += n
-			p.metrics.sent.Add(context.Background(), int64(written), p.streamAttrs(stream))
-		}
-		if len(retry) == 0 {
-			if permanent > 0 {
-				return fmt.Errorf("kinesis: %d record(s) rejected with an entry error that a retry cannot fix", permanent)
+		var failed error
+		permanent := 0
+		for _, r := range pending {
+			switch {
+			case r.written:
+			case r.retryable:
+				retry = append(retry, r)
+			default:
+				permanent++
+				failed = r.err
 			}
-			return nil
 		}
-		if attempt >= p.config.MaxRetries {
+		switch {
+		case permanent == 1:
+			return failed
+		case permanent > 1:
+			return fmt.Errorf("kinesis: %d record(s) failed with an error that a retry cannot fix (the first: %w)", permanent, failed)
+		case len(retry) == 0:
+			return nil
+		case attempt >= p.config.MaxRetries:
 			return fmt.Errorf("kinesis: %d record(s) still rejected after %d retries", len(retry), attempt)
 		}
-		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": stream, "records": len(retry), "attempt": attempt + 1})
-		p.metrics.retries.Add(context.Background(), int64(len(retry)), p.streamAttrs(stream))
+		p.logger.Debug("Retrying rejected records", watermill.LogFields{"stream": d.stream, "records": len(retry), "attempt": attempt + 1})
+		p.metrics.retries.Add(context.Background(), int64(len(retry)), p.streamAttrs(d.stream))
 		if err := awscall.Sleep(ctx, awscall.Backoff(attempt, p.config.RetryBackoff, p.config.MaxRetryBackoff)); err != nil {
 			for _, r := range retry {
 				r.err = fmt.Errorf("%w while waiting to retry (last attempt: %w)", err, r.err)
 			}
 			return err
 		}
-		batch = retry
+		pending = retry
 	}
-}
-
-// failedEntries returns the records whose entries failed with an error a retry may fix, and
-// counts those that failed for good and the messages written; each failed record keeps its
-// error.
-func (p *Publisher) failedEntries(batch []*pendingRecord, out *awskinesis.PutRecordsOutput) (retry []*pendingRecord, permanent, written int) {
-	for i, r := range batch {
-		if i >= len(out.Records) {
-			r.err = errors.New("kinesis: PutRecords returned fewer results than records sent")
-			retry = append(retry, r)
-			continue
-		}
-		res := out.Records[i]
-		if res.ErrorCode == nil {
-			r.written, r.err = true, nil
-			written += len(r.messages())
-			continue
-		}
-		r.err = fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
-		if !awscall.RetryableEntryCode(*res.ErrorCode) {
-			permanent++
-			continue
-		}
-		retry = append(retry, r)
-	}
-	return retry, permanent, written
 }
 
 // publishError lists every record not written: those that failed and those never sent.
@@ -261,13 +252,6 @@ func (p *Publisher) publishError(stream string, records []*pendingRecord, cause 
 	}
 	slices.SortFunc(pe.Failed, func(a, b *MessageError) int { return cmp.Compare(a.Index, b.Index) })
 	return pe
-}
-
-// putRecords makes one PutRecords call, bounded by RequestTimeout.
-func (p *Publisher) putRecords(ctx context.Context, stream string, entries []types.PutRecordsRequestEntry) (*awskinesis.PutRecordsOutput, error) {
-	callCtx, cancel := context.WithTimeout(ctx, p.config.RequestTimeout)
-	defer cancel()
-	return p.config.Client.PutRecords(callCtx, &awskinesis.PutRecordsInput{StreamName: &stream, Records: entries})
 }
 
 func (p *Publisher) callError(stream string, err error) error {
@@ -293,9 +277,19 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 	return nil
 }
 
-// Close makes later Publish calls fail with an error matching ErrPublisherClosed. Publish calls
-// in progress finish. Close is idempotent.
+// Close makes later Publish calls fail with an error matching ErrPublisherClosed, and returns
+// once the calls in progress have finished (each is bounded by its retries, RequestTimeout and
+// its first message's context). Close is idempotent.
+//
+// Shutdown order: refuse new calls (closed); wait for the calls in progress (running), whose
+// records the senders still send; then wait for the senders, which exit once the queues they
+// send from are empty.
 func (p *Publisher) Close() error {
-	p.closeOnce.Do(func() { close(p.closed) })
+	p.closeOnce.Do(func() {
+		close(p.closed)
+		p.running.Lock()
+		p.running.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+		p.senders.Wait()
+	})
 	return nil
 }

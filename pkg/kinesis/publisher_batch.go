@@ -1,6 +1,8 @@
 package kinesis
 
 import (
+	"time"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
@@ -13,8 +15,14 @@ type pendingRecord struct {
 	entry types.PutRecordsRequestEntry
 	size  int // data + key, bytes
 
-	written bool  // Kinesis accepted the record
-	err     error // why the last attempt failed
+	// Set by the stream's dispatcher, under its mu, from submit until the record is settled;
+	// the Publish call reads them once its submit returned.
+	state     recordState
+	call      *callWait // the call waiting for the record
+	queuedAt  time.Time // when it was last queued (Linger counts from the oldest)
+	written   bool      // Kinesis accepted the record
+	err       error     // why the last attempt failed
+	retryable bool      // err is one a retry may pass
 
 	// members are the messages packed into this record when it is a KPL aggregate (index and
 	// msg are then the first member's); nil for a record of one message.
@@ -95,27 +103,4 @@ func rounds(records []*pendingRecord) [][]*pendingRecord {
 		out[n] = append(out[n], r)
 	}
 	return out
-}
-
-// batches splits one round into PutRecords calls within Kinesis's count and size limits.
-func batches(round []*pendingRecord) [][]*pendingRecord {
-	var out [][]*pendingRecord
-	start, size := 0, 0
-	for i, r := range round {
-		if i-start == maxPutRecordsEntries || size+r.size > maxPutRecordsSize {
-			out = append(out, round[start:i])
-			start, size = i, 0
-		}
-		size += r.size
-	}
-	if start < len(round) {
-		out = append(out, round[start:])
-	}
-	return out
-}
-
-func markFailed(records []*pendingRecord, err error) {
-	for _, r := range records {
-		r.err = err
-	}
 }

@@ -57,13 +57,33 @@ type PublisherConfig struct {
 	// PartitionKey chooses each message's partition key. Default: PartitionKeyFromUUID.
 	PartitionKey PartitionKeyFunc
 
-	// AggregateKPL packs the messages of one Publish call that share a partition key into
-	// KPL aggregated records (up to 1 MiB each), which this Subscriber, the KCL and other
-	// KPL-aware consumers unpack into the original messages. Kinesis counts records against
-	// a shard's 1,000 records/s, so batches of small messages with repeated keys go out in
-	// far fewer records. Only messages with the same key share a record, so every user
-	// record belongs to the shard it lands on and per-key order holds. Default: false.
+	// AggregateKPL packs messages into KPL aggregated records (up to 1 MiB each), which this
+	// Subscriber, the KCL and other KPL-aware consumers unpack into the original messages.
+	// Kinesis counts records against a shard's 1,000 records/s and bills each in 25 KiB
+	// units, so small messages packed go out in far fewer records: 100-byte messages one per
+	// record reach a shard's record limit at a tenth of its 1 MiB/s.
+	//
+	// The messages of one call that share a partition key are packed together, in order; the
+	// single messages of calls waiting at the same moment are packed with others bound for
+	// the same shard, as the KPL packs, from the stream's shard map (ListShards, reloaded
+	// after a reshard; without the kinesis:ListShards permission only messages with the same
+	// key share a record). During a reshard a record packed by the old map may carry messages
+	// whose keys now belong to a sibling shard: this Subscriber delivers them all; the KCL
+	// drops those outside the shard's hash key range, as it does for the KPL's own records.
+	// Default: false.
 	AggregateKPL bool
+
+	// MaxInFlightRequests bounds the PutRecords requests out at once per stream. Concurrent
+	// Publish calls share requests: what queues while they are out goes in the next one, so
+	// fewer in flight means fuller requests (fewer calls, and records when AggregateKPL packs
+	// them) and more means less waiting. Default: 8.
+	MaxInFlightRequests int
+
+	// Linger is how long a record may wait for others to share its request when a request
+	// could go out at once. 0, the default, adds no latency: records wait only while
+	// MaxInFlightRequests requests are out. A few milliseconds pack fuller requests at a low
+	// rate of calls.
+	Linger time.Duration
 
 	// CreateStream creates a stream that does not exist on first publish. Default: false
 	// (publishing to a missing stream is an error).
@@ -106,6 +126,7 @@ func (c *PublisherConfig) setValueDefaults() {
 		c.PartitionKey = PartitionKeyFromUUID
 	}
 	setDefault(&c.CreateStreamShards, 1)
+	setDefault(&c.MaxInFlightRequests, 8)
 	setDefault(&c.MaxRetries, 10)
 	setDefault(&c.RetryBackoff, 100*time.Millisecond)
 	setDefault(&c.MaxRetryBackoff, 5*time.Second)
@@ -134,6 +155,12 @@ func (c PublisherConfig) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxRetries is %d; it must not be negative", c.MaxRetries))
+	}
+	if c.MaxInFlightRequests < 0 {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.MaxInFlightRequests is %d; it must be at least 1", c.MaxInFlightRequests))
+	}
+	if c.Linger < 0 {
+		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.Linger is %s; it must not be negative", c.Linger))
 	}
 	if c.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kinesis: PublisherConfig.RequestTimeout is %s; it must be positive", c.RequestTimeout))

@@ -1,0 +1,312 @@
+package kinesis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/awscall"
+)
+
+// dispatcher sends the records of every Publish call to one stream that wait at the same moment
+// in shared PutRecords requests: at most MaxInFlightRequests out at once, and what queues while
+// they are out goes in the next one. Watermill code publishes one message per call from many
+// goroutines; one request per call made each message a Kinesis record and a round trip of its
+// own (6,400 calls for 6,400 messages from 64 goroutines).
+//
+// It makes one attempt per record. Retries stay with the Publish call (writeRound), which
+// submits what was rejected again after its backoff: one retry layer, and per-key order is the
+// call's business (rounds).
+//
+// Ownership: mu guards queue, senders, and the state, written, err and retryable fields of every
+// record from submit until it is settled. A sender goroutine (send) is started by submit when
+// fewer than MaxInFlightRequests run, and goes on while records wait; it counts itself out, under
+// mu, when the queue is empty. Each call's done channel is closed by whoever settles its last
+// record: a sender with the answer, or the call itself when its context ends first (abandon).
+type dispatcher struct {
+	p      *Publisher
+	stream string
+	pack   *packer // with AggregateKPL: packs single records of different calls; else nil
+
+	mu      sync.Mutex
+	queue   []*pendingRecord
+	senders int
+	// kick wakes a sender that lingers (Linger) once a full request waits. Buffered (1).
+	kick chan struct{}
+}
+
+// recordState is where a record stands in its dispatcher.
+type recordState int
+
+const (
+	recordQueued  recordState = iota + 1 // waiting for a request
+	recordOut                            // in a request that has no answer yet
+	recordSettled                        // written, or failed with err (retryable says if a retry may pass)
+)
+
+// callWait is one submit of a Publish call: its context and the records it waits for.
+type callWait struct {
+	ctx  context.Context
+	open int           // records not settled yet; guarded by the dispatcher's mu
+	done chan struct{} // closed when open reaches 0
+}
+
+func newDispatcher(p *Publisher, stream string) *dispatcher {
+	d := &dispatcher{p: p, stream: stream, kick: make(chan struct{}, 1)}
+	if p.config.AggregateKPL {
+		d.pack = newPacker(p, stream)
+	}
+	return d
+}
+
+// submit queues records (one round of a call) and waits until each is settled or ctx ends.
+// Then, records still queued are settled as not sent, and records out in a request as "may
+// have been written": the call returns at once, and the request goes on without it.
+func (d *dispatcher) submit(ctx context.Context, records []*pendingRecord) {
+	w := &callWait{ctx: ctx, open: len(records), done: make(chan struct{})}
+	now := time.Now()
+	d.mu.Lock()
+	for _, r := range records {
+		r.state, r.call, r.queuedAt, r.written, r.err, r.retryable = recordQueued, w, now, false, nil, false
+	}
+	d.queue = append(d.queue, records...)
+	start := d.senders < d.p.config.MaxInFlightRequests
+	if start {
+		d.senders++
+		d.p.senders.Add(1) // no Close waits yet: it waits for the calls (p.running) first
+	} else if len(d.queue) >= maxPutRecordsEntries {
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+	d.mu.Unlock()
+	if start {
+		go d.send()
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		d.abandon(records, ctx.Err())
+	}
+}
+
+// abandon settles the records of a call whose context ended before they were.
+func (d *dispatcher) abandon(records []*pendingRecord, cause error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range records {
+		switch r.state {
+		case recordQueued:
+			d.settle(r, false, fmt.Errorf("not sent: %w", cause), false)
+		case recordOut:
+			d.settle(r, false, fmt.Errorf("%w while its PutRecords request was out: it may have been written", cause), false)
+		}
+	}
+}
+
+// settle records a record's outcome, once; mu is held.
+func (d *dispatcher) settle(r *pendingRecord, written bool, err error, retryable bool) {
+	if r.state == recordSettled {
+		return // its call gave up on it (abandon): the answer came too late
+	}
+	r.state, r.written, r.err, r.retryable = recordSettled, written, err, retryable
+	if r.call.open--; r.call.open == 0 {
+		close(r.call.done)
+	}
+}
+
+// send is a sender goroutine: it sends requests while records wait.
+func (d *dispatcher) send() {
+	defer d.p.senders.Done()
+	for {
+		if d.pack != nil {
+			d.pack.refresh()
+		}
+		req := d.next()
+		if req == nil {
+			return
+		}
+		d.put(req)
+	}
+}
+
+// next takes the next request from the queue, after the linger if one is set; nil, with the
+// sender counted out, when nothing waits.
+func (d *dispatcher) next() *putRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for linger := d.p.config.Linger; linger > 0; {
+		oldest := d.oldestQueued()
+		wait := time.Until(oldest.Add(linger))
+		if oldest.IsZero() || wait <= 0 || len(d.queue) >= maxPutRecordsEntries {
+			break
+		}
+		d.mu.Unlock()
+		t := time.NewTimer(wait)
+		select { // bounded by Linger; a full request ends it early
+		case <-t.C:
+		case <-d.kick:
+			t.Stop()
+		}
+		d.mu.Lock()
+	}
+	req := d.take()
+	if req == nil {
+		d.senders--
+	}
+	return req
+}
+
+// oldestQueued is when the longest-waiting queued record was queued; zero if none; mu is held.
+func (d *dispatcher) oldestQueued() time.Time {
+	for _, r := range d.queue {
+		if r.state == recordQueued {
+			return r.queuedAt
+		}
+	}
+	return time.Time{}
+}
+
+// putRequest is one PutRecords request: its entries, and the records each carries (more than
+// one when the packer put records of several calls in one KPL aggregate).
+type putRequest struct {
+	entries []types.PutRecordsRequestEntry
+	records [][]*pendingRecord
+	shards  []string // the shard each packed entry was predicted for ("" if not packed)
+	calls   []*callWait
+}
+
+// take moves the queued records that fit into one request (maxPutRecordsEntries entries and
+// maxPutRecordsSize bytes) out of the queue, in order; nil if none is queued; mu is held.
+func (d *dispatcher) take() *putRequest {
+	req := &putRequest{}
+	seen := map[*callWait]bool{}
+	size, rest := 0, d.queue[:0]
+	var packing *packing
+	if d.pack != nil {
+		packing = d.pack.begin()
+	}
+	entries := func() int { return len(req.entries) + packing.count() }
+queue:
+	for i, r := range d.queue {
+		if r.state != recordQueued {
+			continue // settled by abandon
+		}
+		countFull := entries() == maxPutRecordsEntries
+		fits := size+r.size+entryOverhead+packing.reserve() <= maxPutRecordsSize
+		switch {
+		case fits && packing.add(r, !countFull): // into an aggregate (a new one only if the count allows)
+		case fits && !countFull:
+			req.entries = append(req.entries, r.entry)
+			req.records = append(req.records, []*pendingRecord{r})
+			req.shards = append(req.shards, "")
+		default:
+			rest = append(rest, d.queue[i:]...) // moved to the front: copy handles the overlap
+			break queue
+		}
+		r.state = recordOut
+		size += r.size + entryOverhead
+		if !seen[r.call] {
+			seen[r.call] = true
+			req.calls = append(req.calls, r.call)
+		}
+	}
+	clear(d.queue[len(rest):]) // drop the references the queue no longer holds
+	d.queue = rest
+	packing.finish(req)
+	if len(req.entries) == 0 {
+		return nil
+	}
+	return req
+}
+
+// entryOverhead bounds what an entry adds beyond its data and key when packed into an
+// aggregate (the record's framing in the KPL message), so that a request stays within
+// maxPutRecordsSize however its records are packed.
+const entryOverhead = 16
+
+// put sends one request and settles its records with the answer.
+func (d *dispatcher) put(req *putRequest) {
+	ctx, cancel := req.context(d.p.config.RequestTimeout)
+	out, err := d.p.config.Client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: &d.stream, Records: req.entries})
+	cancel()
+	p := d.p
+	p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(d.stream))
+	written := 0
+	d.mu.Lock()
+	defer func() {
+		d.mu.Unlock()
+		p.metrics.sent.Add(context.Background(), int64(written), p.streamAttrs(d.stream))
+	}()
+	if err != nil {
+		class := awscall.Classify(context.Background(), err)
+		retryable := class == awscall.Throttled || class == awscall.Transient
+		if !retryable {
+			err = p.callError(d.stream, err)
+		}
+		for _, rs := range req.records {
+			for _, r := range rs {
+				d.settle(r, false, err, retryable)
+			}
+		}
+		return
+	}
+	for i, rs := range req.records {
+		var res types.PutRecordsResultEntry
+		if i < len(out.Records) {
+			res = out.Records[i]
+		}
+		err, retryable := entryError(i < len(out.Records), res)
+		if err == nil && d.pack != nil && req.shards[i] != "" && deref(res.ShardId) != req.shards[i] {
+			d.pack.misplaced(req.shards[i], deref(res.ShardId))
+		}
+		for _, r := range rs {
+			if err == nil {
+				written += len(r.messages())
+			}
+			d.settle(r, err == nil, err, retryable)
+		}
+	}
+}
+
+// entryError is the error of one entry of a PutRecords answer (nil if it was written), and
+// whether a retry may pass.
+func entryError(answered bool, res types.PutRecordsResultEntry) (error, bool) {
+	switch {
+	case !answered:
+		return fmt.Errorf("kinesis: PutRecords returned fewer results than records sent"), true
+	case res.ErrorCode == nil:
+		return nil, false
+	}
+	err := fmt.Errorf("kinesis: entry rejected with %s: %s", *res.ErrorCode, deref(res.ErrorMessage))
+	return err, awscall.RetryableEntryCode(*res.ErrorCode)
+}
+
+// context is the request's context: the values of its first call's context, bounded by the
+// request timeout, and cancelled once every call with records in it has given up on them (its
+// context ended), since nobody waits for the answer then.
+func (req *putRequest) context(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.calls[0].ctx), timeout)
+	waiting := atomic.Int32{}
+	waiting.Store(int32(len(req.calls)))
+	stops := make([]func() bool, 0, len(req.calls))
+	for _, c := range req.calls {
+		stops = append(stops, context.AfterFunc(c.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,237 @@
+package kinesis
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"math/big"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
+)
+
+// packer packs, with AggregateKPL, the single-message records of different Publish calls that
+// go to one shard into KPL aggregates, as the KPL does: with the default partition keys (the
+// message UUID) no two messages share a key, and packing by key alone would pack nothing.
+//
+// The KCL drops a user record whose hash key is outside the range of the shard it read it
+// from, so records are packed by the shard their partition keys hash to, from the stream's
+// open shards (ListShards). The map is loaded before the stream's first request and again,
+// at most once per mapReloadInterval, after Kinesis put a packed record in another shard than
+// predicted (a reshard). Until it is loaded, or if ListShards fails (no kinesis:ListShards
+// permission), only records with the same partition key share an aggregate, which is always
+// safe. A call's own messages with one key were packed by the call already (aggregateByKey);
+// those aggregates go out as they are.
+//
+// Ownership: mu guards the map and its reload state; a sender reloads it (refresh) outside the
+// dispatcher's lock, and take reads a snapshot of it (begin).
+type packer struct {
+	p      *Publisher
+	stream string
+
+	mu       sync.Mutex
+	shards   []shardRange // open shards by start of range; nil if not known
+	reloadAt time.Time    // when the map is due to be loaded; zero: not due
+	warned   bool         // a failed load was logged
+}
+
+// mapReloadInterval is the least time between two loads of a stream's shard map.
+const mapReloadInterval = time.Second
+
+// shardRange is an open shard and the hash keys it takes, as 16-byte big-endian numbers.
+type shardRange struct {
+	id         string
+	start, end [16]byte
+}
+
+func newPacker(p *Publisher, stream string) *packer {
+	return &packer{p: p, stream: stream, reloadAt: time.Now()}
+}
+
+// refresh loads the shard map when it is due.
+func (k *packer) refresh() {
+	k.mu.Lock()
+	due := !k.reloadAt.IsZero() && !time.Now().Before(k.reloadAt)
+	if due {
+		k.reloadAt = time.Time{}
+	}
+	k.mu.Unlock()
+	if !due {
+		return
+	}
+	shards, err := k.load()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil {
+		k.shards = nil
+		if !k.warned {
+			k.warned = true
+			k.p.logger.Info("AggregateKPL: the stream's shards could not be listed; only messages with the same partition key share aggregated records (grant kinesis:ListShards to pack by shard, as the KPL does)",
+				watermill.LogFields{"stream": k.stream, "err": err})
+		}
+		return
+	}
+	k.shards = shards
+}
+
+// load lists the stream's open shards.
+func (k *packer) load() ([]shardRange, error) {
+	var out []shardRange
+	in := &awskinesis.ListShardsInput{StreamName: &k.stream, ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), k.p.config.RequestTimeout)
+		page, err := k.p.config.Client.ListShards(ctx, in)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page.Shards {
+			if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
+				continue
+			}
+			r, ok := parseShardRange(s)
+			if !ok {
+				continue
+			}
+			out = append(out, r)
+		}
+		if page.NextToken == nil {
+			break
+		}
+		in = &awskinesis.ListShardsInput{NextToken: page.NextToken}
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].start[:], out[j].start[:]) < 0 })
+	return out, nil
+}
+
+func parseShardRange(s types.Shard) (shardRange, bool) {
+	if s.ShardId == nil || s.HashKeyRange == nil {
+		return shardRange{}, false
+	}
+	r := shardRange{id: *s.ShardId}
+	for _, x := range []struct {
+		dst *[16]byte
+		src *string
+	}{{&r.start, s.HashKeyRange.StartingHashKey}, {&r.end, s.HashKeyRange.EndingHashKey}} {
+		n, ok := new(big.Int).SetString(deref(x.src), 10)
+		if !ok || n.Sign() < 0 || n.BitLen() > 128 {
+			return shardRange{}, false
+		}
+		n.FillBytes(x.dst[:])
+	}
+	return r, true
+}
+
+// misplaced: Kinesis put a record packed for shard predicted in shard actual. The map is
+// reloaded before the next request, unless it was within mapReloadInterval.
+func (k *packer) misplaced(predicted, actual string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.reloadAt.IsZero() {
+		k.reloadAt = time.Now().Add(mapReloadInterval)
+		k.p.logger.Debug("AggregateKPL: a packed record went to another shard than the map said; reloading the map",
+			watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
+	}
+}
+
+// begin starts packing one request.
+func (k *packer) begin() *packing {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return &packing{shards: k.shards, open: map[string]*pack{}}
+}
+
+// packing is the aggregates of one request being built. A nil *packing packs nothing.
+type packing struct {
+	shards []shardRange
+	packs  []*pack
+	open   map[string]*pack // the aggregate each shard (or, without a map, key) fills now
+}
+
+type pack struct {
+	shard   string // predicted shard; "" when packed by partition key
+	agg     *kpl.Aggregator
+	records []*pendingRecord
+}
+
+// count is the entries the aggregates will take.
+func (g *packing) count() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.packs)
+}
+
+// reserve is the request's bytes kept for what aggregates add beyond their records: each
+// one's KPL framing and the partition key of the Kinesis record that carries it.
+func (g *packing) reserve() int {
+	if g == nil {
+		return 0
+	}
+	return maxPutRecordsEntries * (256 + 32) // 256: the longest partition key
+}
+
+// add packs r, a record of one message, with the others bound for its shard; a new aggregate
+// is begun only if mayOpen. It reports whether r was packed.
+func (g *packing) add(r *pendingRecord, mayOpen bool) bool {
+	if g == nil || r.members != nil {
+		return false
+	}
+	key := *r.entry.PartitionKey
+	target, shard := "key:"+key, ""
+	if id, ok := g.shardOf(key); ok {
+		target, shard = id, id
+	}
+	if pk := g.open[target]; pk != nil && pk.agg.Add(key, "", r.entry.Data) {
+		pk.records = append(pk.records, r)
+		return true
+	}
+	if !mayOpen {
+		return false
+	}
+	pk := &pack{shard: shard, agg: kpl.NewAggregator(maxRecordSize)}
+	if !pk.agg.Add(key, "", r.entry.Data) {
+		return false // too large to aggregate: sent as it is
+	}
+	pk.records = append(pk.records, r)
+	g.open[target], g.packs = pk, append(g.packs, pk)
+	return true
+}
+
+// shardOf is the open shard whose range holds key's hash key (the MD5 of the key).
+func (g *packing) shardOf(key string) (string, bool) {
+	if len(g.shards) == 0 {
+		return "", false
+	}
+	h := md5.Sum([]byte(key))
+	i := sort.Search(len(g.shards), func(i int) bool { return bytes.Compare(g.shards[i].end[:], h[:]) >= 0 })
+	if i == len(g.shards) || bytes.Compare(g.shards[i].start[:], h[:]) > 0 {
+		return "", false
+	}
+	return g.shards[i].id, true
+}
+
+// finish adds the aggregates to the request: an aggregate of one record goes as that record.
+func (g *packing) finish(req *putRequest) {
+	if g == nil {
+		return
+	}
+	for _, pk := range g.packs {
+		if len(pk.records) == 1 {
+			req.entries = append(req.entries, pk.records[0].entry)
+			req.records = append(req.records, pk.records)
+			req.shards = append(req.shards, "")
+			continue
+		}
+		key := pk.agg.PartitionKey()
+		req.entries = append(req.entries, types.PutRecordsRequestEntry{Data: pk.agg.Build(), PartitionKey: &key})
+		req.records = append(req.records, pk.records)
+		req.shards = append(req.shards, pk.shard)
+	}
+}

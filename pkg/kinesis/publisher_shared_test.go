@@ -1,0 +1,296 @@
+package kinesis_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	awskinesis "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/memlog"
+)
+
+// Concurrent Publish calls share PutRecords requests; each returns once its own messages are
+// stored, and failures name each call's own messages.
+
+// pubRoundTrip delays every PutRecords call as an AWS round trip does (on fake time inside a
+// synctest bubble) and counts the calls.
+func pubRoundTrip(l *memlog.Log, rtt time.Duration) *atomic.Int64 {
+	var calls atomic.Int64
+	l.SetFault(func(ctx context.Context, c memlog.Call) error {
+		if c.Op != "PutRecords" {
+			return nil
+		}
+		calls.Add(1)
+		select {
+		case <-time.After(rtt):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return &calls
+}
+
+// publishConcurrently runs callers goroutines, each publishing perCaller messages one per call,
+// one after another, with the partition key of its goroutine ("key" metadata), and returns the
+// messages in each goroutine's publish order.
+func publishConcurrently(t *testing.T, p *kinesis.Publisher, stream string, callers, perCaller int) []*message.Message {
+	t.Helper()
+	msgs := make([]*message.Message, 0, callers*perCaller)
+	byCaller := make([][]*message.Message, callers)
+	for c := range byCaller {
+		byCaller[c] = pubMessages(perCaller, func(int) string { return fmt.Sprintf("caller-%d", c) })
+		msgs = append(msgs, byCaller[c]...)
+	}
+	var wg sync.WaitGroup
+	for c := range byCaller {
+		wg.Go(func() {
+			for _, m := range byCaller[c] {
+				if err := p.Publish(stream, m); err != nil {
+					t.Errorf("caller %d: Publish: %v", c, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return msgs
+}
+
+// 64 goroutines publishing one message per call, with a 20 ms round trip: the calls share
+// requests (the issue measured one request per message before), every message is stored once,
+// and each goroutine's messages in the order it published them.
+func TestPublish_ConcurrentCallsShareRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream, callers, perCaller = "orders", 64, 50
+		l := pubNewLog(t, stream, 1)
+		calls := pubRoundTrip(l, 20*time.Millisecond)
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, PartitionKey: kinesis.PartitionKeyFromMetadata("key")})
+		start := time.Now()
+		msgs := publishConcurrently(t, p, stream, callers, perCaller)
+		took := time.Since(start)
+		l.SetFault(nil)
+		pubCheckOrder(t, l, stream, msgs)
+		n := calls.Load()
+		t.Logf("%d messages from %d goroutines: %d PutRecords calls (%.1f messages a call), %s of fake time",
+			len(msgs), callers, n, float64(len(msgs))/float64(n), took)
+		if n > int64(len(msgs)/4) {
+			t.Errorf("%d PutRecords calls for %d messages; concurrent calls should share requests (at most %d)", n, len(msgs), len(msgs)/4)
+		}
+		// Throughput is bound by callers per round trip: each caller waits for its answer.
+		if limit := time.Duration(perCaller) * 2 * 20 * time.Millisecond; took > limit {
+			t.Errorf("took %s of fake time, want at most %s (two round trips a call)", took, limit)
+		}
+	})
+}
+
+// A call whose context ends while its record waits returns at once; the request that carried
+// only its record is cancelled rather than held for RequestTimeout, and the calls queued behind
+// it share the next request.
+func TestPublish_AbandonedRequestDoesNotHoldOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		var calls atomic.Int64
+		l.SetFault(func(ctx context.Context, c memlog.Call) error {
+			if c.Op == "PutRecords" && calls.Add(1) == 1 {
+				<-ctx.Done() // the first request hangs until nobody waits for it
+				return ctx.Err()
+			}
+			return nil
+		})
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, MaxInFlightRequests: 1})
+		ctx, cancel := context.WithCancel(context.Background())
+		first := pubMessages(1, nil)[0]
+		first.SetContext(ctx)
+		firstErr := make(chan error, 1)
+		go func() { firstErr <- p.Publish(stream, first) }()
+		synctest.Wait() // the first request is out, its record in it
+		others := pubMessages(2, nil)
+		var wg sync.WaitGroup
+		for _, m := range others {
+			wg.Go(func() {
+				if err := p.Publish(stream, m); err != nil {
+					t.Errorf("a call queued behind the abandoned request: %v", err)
+				}
+			})
+		}
+		synctest.Wait() // both queued: the one request allowed is out
+		cancel()
+		if err := <-firstErr; !errors.Is(err, context.Canceled) {
+			t.Errorf("the cancelled call: %v, want context.Canceled", err)
+		}
+		wg.Wait()
+		if n := calls.Load(); n != 2 {
+			t.Errorf("%d PutRecords calls, want 2: the abandoned one, then one for both queued calls", n)
+		}
+		l.SetFault(nil)
+		if got := len(pubReadAll(t, l, stream)); got != 2 {
+			t.Errorf("%d records stored, want the 2 of the calls that waited", got)
+		}
+	})
+}
+
+// Calls that share a request get their own outcome: an entry rejected for good fails its own
+// call, naming its message, and the others' messages are written.
+func TestPublish_SharedRequestFailsOnlyTheRejectedCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		pubRoundTrip(l, 20*time.Millisecond)
+		l.SetPutRecordsEntryFault(func(_ string, _ int, e types.PutRecordsRequestEntry) (string, string) {
+			if *e.PartitionKey == "bad" {
+				return "InvalidArgumentException", "rejected for the test"
+			}
+			return "", ""
+		})
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, PartitionKey: kinesis.PartitionKeyFromMetadata("key"), MaxInFlightRequests: 1})
+		msgs := pubMessages(10, func(i int) string { return map[bool]string{true: "bad", false: fmt.Sprint(i)}[i == 3] })
+		errs := make([]error, len(msgs))
+		var wg sync.WaitGroup
+		for i, m := range msgs {
+			wg.Go(func() { errs[i] = p.Publish(stream, m) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			var pe *kinesis.PublishError
+			switch {
+			case i == 3 && (!errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].UUID != msgs[3].UUID):
+				t.Errorf("the rejected call: %v, want a PublishError naming its message", err)
+			case i != 3 && err != nil:
+				t.Errorf("call %d, sharing requests with the rejected one: %v", i, err)
+			}
+		}
+		l.SetFault(nil)
+		l.SetPutRecordsEntryFault(nil)
+		if got := len(pubReadAll(t, l, stream)); got != 9 {
+			t.Errorf("%d records stored, want 9", got)
+		}
+	})
+}
+
+// With Linger, records that arrive within it share one request even when one could go out at
+// once.
+func TestPublish_LingerPacksArrivalsTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		calls := pubRoundTrip(l, 20*time.Millisecond)
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, Linger: 5 * time.Millisecond})
+		var wg sync.WaitGroup
+		for i, m := range pubMessages(10, nil) {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 400 * time.Microsecond) // all within 4 ms
+				if err := p.Publish(stream, m); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Errorf("10 messages within 4 ms, Linger 5 ms: %d PutRecords calls, want 1", n)
+		}
+	})
+}
+
+// With AggregateKPL, the single messages of concurrent calls, with the default (UUID) partition
+// keys, are packed by the shard their keys hash to: far fewer records than messages, and every
+// user record of an aggregate belongs to the hash key range of the shard it is stored in (the
+// KCL drops those that do not).
+func TestPublish_KPLPacksConcurrentCallsByShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream, callers, perCaller = "orders", 64, 20
+		l := pubNewLog(t, stream, 4)
+		pubRoundTrip(l, 20*time.Millisecond)
+		// Two requests in flight: about 32 messages a request, 8 a shard.
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true, MaxInFlightRequests: 2})
+		var wg sync.WaitGroup
+		want := map[string]bool{}
+		var mu sync.Mutex
+		for range callers {
+			wg.Go(func() {
+				for _, m := range pubMessages(perCaller, nil) {
+					mu.Lock()
+					want[m.UUID] = true
+					mu.Unlock()
+					if err := p.Publish(stream, m); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		l.SetFault(nil)
+		records, users := pubCheckAggregates(t, l, stream, want)
+		t.Logf("%d messages from %d goroutines on 4 shards: %d Kinesis records", users, callers, records)
+		if records*4 > users {
+			t.Errorf("%d records for %d messages: concurrent single messages should share aggregates", records, users)
+		}
+	})
+}
+
+// pubCheckAggregates reads every shard, unpacks aggregates, and checks that each user record's
+// hash key is in its shard's range and that the messages stored are exactly want, once each.
+func pubCheckAggregates(t *testing.T, l *memlog.Log, stream string, want map[string]bool) (records, users int) {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[string]int{}
+	for _, sh := range pubShards(t, l, stream) {
+		lo, _ := new(big.Int).SetString(*sh.HashKeyRange.StartingHashKey, 10)
+		hi, _ := new(big.Int).SetString(*sh.HashKeyRange.EndingHashKey, 10)
+		it, err := l.GetShardIterator(ctx, &awskinesis.GetShardIteratorInput{StreamName: &stream, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.GetRecords(ctx, &awskinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: pubInt32(10000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range out.Records {
+			records++
+			subs := []kpl.Record{{PartitionKey: *rec.PartitionKey, Data: rec.Data}}
+			if kpl.IsAggregated(rec.Data) {
+				if subs, err = kpl.Deaggregate(rec.Data); err != nil {
+					t.Fatalf("record %s of %s: %v", *rec.SequenceNumber, *sh.ShardId, err)
+				}
+			}
+			for _, u := range subs {
+				users++
+				sum := md5.Sum([]byte(u.PartitionKey))
+				if h := new(big.Int).SetBytes(sum[:]); h.Cmp(lo) < 0 || h.Cmp(hi) > 0 {
+					t.Errorf("user record with key %s is stored in %s, whose range does not hold its hash key", u.PartitionKey, *sh.ShardId)
+				}
+				r := types.Record{Data: u.Data, PartitionKey: &u.PartitionKey, SequenceNumber: rec.SequenceNumber}
+				m, err := kinesis.EnvelopeMarshaler{}.Unmarshal(stream, *sh.ShardId, &r)
+				if err != nil || !bytes.HasPrefix(m.Payload, []byte("payload")) {
+					t.Fatalf("user record of %s: %v", *sh.ShardId, err)
+				}
+				seen[m.UUID]++
+			}
+		}
+	}
+	for uuid := range want {
+		if seen[uuid] != 1 {
+			t.Errorf("message %s stored %d times, want once", uuid, seen[uuid])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d distinct messages stored, want %d", len(seen), len(want))
+	}
+	return records, users
+}
+
+func pubInt32(n int32) *int32 { return &n }
