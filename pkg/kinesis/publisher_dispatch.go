@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,10 @@ type dispatcher struct {
 	mu      sync.Mutex
 	queue   []*pendingRecord
 	senders int
+	// forming counts the senders between requests (started, or settled their last, and not
+	// yet taken the next): records that arrive then join the request they take rather than
+	// start a sender each, so that callers answered together go out together again.
+	forming int
 	// kick wakes a sender that lingers (Linger) once a full request waits. Buffered (1).
 	kick chan struct{}
 }
@@ -75,9 +80,10 @@ func (d *dispatcher) submit(ctx context.Context, records []*pendingRecord) {
 		r.state, r.call, r.queuedAt, r.written, r.err, r.retryable = recordQueued, w, now, false, nil, false
 	}
 	d.queue = append(d.queue, records...)
-	start := d.senders < d.p.config.MaxInFlightRequests
+	start := d.forming == 0 && d.senders < d.p.config.MaxInFlightRequests
 	if start {
 		d.senders++
+		d.forming++
 		d.p.senders.Add(1) // no Close waits yet: it waits for the calls (p.running) first
 	} else if len(d.queue) >= maxPutRecordsEntries {
 		select {
@@ -137,8 +143,11 @@ func (d *dispatcher) send() {
 }
 
 // next takes the next request from the queue, after the linger if one is set; nil, with the
-// sender counted out, when nothing waits.
+// sender counted out, when nothing waits. The sender is forming a request meanwhile.
 func (d *dispatcher) next() *putRequest {
+	// The callers this sender just answered are runnable now; letting them run first lets
+	// those that publish again join this request (no timer: nothing waits for it).
+	runtime.Gosched()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for linger := d.p.config.Linger; linger > 0; {
@@ -157,6 +166,7 @@ func (d *dispatcher) next() *putRequest {
 		d.mu.Lock()
 	}
 	req := d.take()
+	d.forming--
 	if req == nil {
 		d.senders--
 	}
@@ -240,6 +250,7 @@ func (d *dispatcher) put(req *putRequest) {
 	p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(d.stream))
 	written := 0
 	d.mu.Lock()
+	d.forming++ // from the first settle on, the callers answered may publish again
 	defer func() {
 		d.mu.Unlock()
 		p.metrics.sent.Add(context.Background(), int64(written), p.streamAttrs(d.stream))
