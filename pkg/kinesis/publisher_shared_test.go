@@ -294,3 +294,51 @@ func pubCheckAggregates(t *testing.T, l *memlog.Log, stream string, want map[str
 }
 
 func pubInt32(n int32) *int32 { return &n }
+
+// Messages of different calls packed into one aggregate are read back as the calls' messages,
+// and a group that acked some of them resumes inside the aggregate: only the rest come again.
+func TestKPL_ResumeInsideAggregateOfManyCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls = 20
+		e := newSubEnv(t, 1, nil)
+		pubRoundTrip(e.log, 20*time.Millisecond)
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: e.log, AggregateKPL: true, MaxInFlightRequests: 1})
+		msgs := subMsgs(0, calls)
+		var wg sync.WaitGroup
+		for _, m := range msgs {
+			wg.Go(func() {
+				if err := p.Publish(e.stream, m); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		e.log.SetFault(nil)
+		stored := e.subStoredRecords()
+		if len(stored) >= calls/2 {
+			t.Fatalf("%d one-message calls stored as %d records; most should share an aggregate", calls, len(stored))
+		}
+
+		cfg := e.config(subGroup)
+		sub := e.subscriber(cfg)
+		acked := map[string]bool{}
+		for _, m := range subRecvAck(t, e.subscribe(sub, context.Background()), calls/2) {
+			acked[m.UUID] = true
+		}
+		if err := sub.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rest := subRecvAck(t, e.subscribe(e.subscriber(cfg), context.Background()), calls/2)
+		for _, m := range rest {
+			if acked[m.UUID] {
+				t.Errorf("message %s was acked before the restart and delivered again", m.UUID)
+			}
+			acked[m.UUID] = true
+		}
+		for _, m := range msgs {
+			if !acked[m.UUID] {
+				t.Errorf("message %s was never delivered", m.UUID)
+			}
+		}
+	})
+}
