@@ -82,9 +82,11 @@ type SubscriberConfig struct {
 	// GetRecordsLimit is the most records one GetRecords call returns (1..10000).
 	// Default: 10000.
 	GetRecordsLimit int32
-	// PollInterval is the wait after a read that returned nothing. Kinesis allows 5 reads per
-	// second per shard, shared by every group reading the stream; the default leaves room for
-	// a second group. Default: 400 ms.
+	// PollInterval is the wait after a read that reached the tip of the shard (it returned
+	// what there was, records or none), less up to a quarter at random. Kinesis allows 5 reads
+	// per second per shard, shared by every group reading the stream; the default leaves room
+	// for a second group, and a reader whose reads are throttled polls more slowly for a
+	// while (up to 2.5 × PollInterval), so that more groups share the reads. Default: 400 ms.
 	PollInterval time.Duration
 	// MinReadInterval is the shortest time between two reads of one shard while records keep
 	// coming. Kinesis allows 5 reads per second per shard; the default stays within that.
