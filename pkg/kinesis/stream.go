@@ -56,8 +56,9 @@ func validatePartitionKey(key string) error {
 
 // maxEnsureFailures is how many DescribeStreamSummary calls in a row may fail for throttling or
 // a transient error before ensureStream reports the error: with the backoff below (up to 1 s),
-// 3 to 6 s of a Kinesis that does not answer, or of an account over DescribeStreamSummary's
-// 20 calls per second, as a fleet starting at once is.
+// 3 to 6 s of a Kinesis that does not answer; a call refused for the account's 20 calls per
+// second, as a fleet starting at once is, waits awscall.QuotaBackoff instead, so eight refusals
+// in a row are very unlikely before half a minute.
 const maxEnsureFailures = awscall.FailuresBeforeError
 
 // streamReadyTimeout bounds the wait for a stream to become ACTIVE (AWS takes under a minute).
@@ -78,6 +79,8 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := client.DescribeStreamSummary(callCtx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		cancel()
+		// Refused for the account's rate: the next try waits awscall.QuotaBackoff.
+		throttled := err != nil && awscall.Classify(ctx, err) == awscall.Throttled
 		if c := awscall.Classify(ctx, err); err != nil && (c == awscall.Transient || c == awscall.Throttled) {
 			// The SDK does not retry (sdk.go): these rounds ride out a blip or throttling,
 			// but a Kinesis that cannot be reached is reported, not waited for.
@@ -110,7 +113,11 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		case awscall.Classify(ctx, err) == awscall.Fatal:
 			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
 		}
-		if err := awscall.Sleep(ctx, awscall.Backoff(attempt, 50*time.Millisecond, time.Second)); err != nil {
+		wait := awscall.Backoff(attempt, 50*time.Millisecond, time.Second)
+		if throttled {
+			wait = awscall.QuotaBackoff(failures - 1)
+		}
+		if err := awscall.Sleep(ctx, wait); err != nil {
 			if lastErr != nil {
 				return fmt.Errorf("kinesis: waiting for stream %q to become active: %w (last error: %w)", stream, err, lastErr)
 			}

@@ -211,8 +211,12 @@ func describeStream(ctx context.Context, cfg *Config) (*types.StreamDescriptionS
 		case awscall.NotFound:
 			return nil, fmt.Errorf("%w: %w", awscall.ErrStreamNotFound, err)
 		case awscall.Throttled, awscall.Transient:
+			wait := awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)
+			if awscall.Classify(ctx, err) == awscall.Throttled {
+				wait = awscall.QuotaBackoff(attempt) // 20 calls a second per account
+			}
 			if attempt+1 < awscall.FailuresBeforeError {
-				if err := awscall.Sleep(ctx, awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)); err == nil {
+				if err := awscall.Sleep(ctx, wait); err == nil {
 					continue
 				}
 			}
