@@ -30,6 +30,9 @@ type Publisher struct {
 	// goroutines, which Close waits for next (no call is left to start one).
 	running sync.RWMutex
 	senders sync.WaitGroup
+	// stop ends the background work of the publisher (shard map loads) at Close.
+	stop       context.Context
+	cancelStop context.CancelFunc
 
 	// dispatchers holds each stream's dispatcher, made at its first Publish.
 	dispatchers sync.Map // stream name -> *dispatcher
@@ -58,7 +61,8 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	if err != nil {
 		return nil, fmt.Errorf("kinesis: creating the publisher's metrics (MeterProvider): %w", err)
 	}
-	return &Publisher{config: config, logger: logger, metrics: metrics, closed: make(chan struct{})}, nil
+	stop, cancel := context.WithCancel(context.Background())
+	return &Publisher{config: config, logger: logger, metrics: metrics, closed: make(chan struct{}), stop: stop, cancelStop: cancel}, nil
 }
 
 // Publish writes the messages to the stream named topic, and returns once Kinesis stored them
@@ -72,7 +76,8 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 // does not cost a request per message. Messages that share a partition key are written in the
 // order given, even when some are retried: the call is split into rounds, a round holds at most
 // one message per key and is submitted only when the previous round is written; calls a
-// goroutine makes one after another are written in that order too. Rejected entries are
+// goroutine makes one after another, each returning nil, are written in that order too (a
+// call that returned an error may have had messages written, or written later). Rejected entries are
 // retried with jittered backoff. The context of the first message bounds the call: when it
 // ends, the call returns, naming the messages not written.
 //
@@ -82,12 +87,13 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 		start := time.Now()
 		defer func() { p.measure(topic, len(msgs), time.Since(start), err) }()
 	}
+	if p.isClosed() { // before waiting for the lock, which a closing publisher holds
+		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
+	}
 	p.running.RLock()
 	defer p.running.RUnlock()
-	select {
-	case <-p.closed:
+	if p.isClosed() {
 		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
-	default:
 	}
 	if err := validateStreamName(topic); err != nil {
 		return err
@@ -119,6 +125,15 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 		}
 	}
 	return nil
+}
+
+func (p *Publisher) isClosed() bool {
+	select {
+	case <-p.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // dispatcher is the stream's dispatcher, made at its first use.
@@ -198,26 +213,27 @@ func uuidOf(msg *message.Message) string {
 // their error in err.
 func (p *Publisher) writeRound(ctx context.Context, d *dispatcher, round []*pendingRecord) error {
 	pending := round
+	var failed error // the first error no retry can fix
+	failures := 0
 	for attempt := 0; ; attempt++ {
 		d.submit(ctx, pending)
 		var retry []*pendingRecord
-		var failed error
-		permanent := 0
 		for _, r := range pending {
 			switch {
 			case r.written:
 			case r.retryable:
 				retry = append(retry, r)
 			default:
-				permanent++
-				failed = r.err
+				if failures++; failed == nil {
+					failed = r.err
+				}
 			}
 		}
 		switch {
-		case permanent == 1:
+		case len(retry) == 0 && failures == 1:
 			return failed
-		case permanent > 1:
-			return fmt.Errorf("kinesis: %d record(s) failed with an error that a retry cannot fix (the first: %w)", permanent, failed)
+		case len(retry) == 0 && failures > 1:
+			return fmt.Errorf("kinesis: %d record(s) not written (the first: %w)", failures, failed)
 		case len(retry) == 0:
 			return nil
 		case attempt >= p.config.MaxRetries:
@@ -282,13 +298,14 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 // its first message's context). Close is idempotent.
 //
 // Shutdown order: refuse new calls (closed); wait for the calls in progress (running), whose
-// records the senders still send; then wait for the senders, which exit once the queues they
-// send from are empty.
+// records the senders still send; end a shard map load still out (stop); then wait for the
+// senders and loaders, which exit once the queues they send from are empty.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closed)
 		p.running.Lock()
 		p.running.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+		p.cancelStop()     // a shard map load still out
 		p.senders.Wait()
 	})
 	return nil

@@ -82,7 +82,7 @@ type PublisherConfig struct {
 	// Linger is how long a record may wait for others to share its request when a request
 	// could go out at once. 0, the default, adds no latency: records wait only while
 	// MaxInFlightRequests requests are out. A few milliseconds pack fuller requests at a low
-	// rate of calls.
+	// rate of calls. The wait ends early once 500 records (a request's count) are queued.
 	Linger time.Duration
 
 	// CreateStream creates a stream that does not exist on first publish. Default: false

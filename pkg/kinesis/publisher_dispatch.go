@@ -3,7 +3,6 @@ package kinesis
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,11 +142,10 @@ func (d *dispatcher) send() {
 }
 
 // next takes the next request from the queue, after the linger if one is set; nil, with the
-// sender counted out, when nothing waits. The sender is forming a request meanwhile.
+// sender counted out, when nothing waits. The sender is forming a request meanwhile. When
+// records are left queued (more than one request holds) and a slot is free, it starts another
+// sender for them, so that they do not wait for this request's answer.
 func (d *dispatcher) next() *putRequest {
-	// The callers this sender just answered are runnable now; letting them run first lets
-	// those that publish again join this request (no timer: nothing waits for it).
-	runtime.Gosched()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for linger := d.p.config.Linger; linger > 0; {
@@ -169,6 +167,14 @@ func (d *dispatcher) next() *putRequest {
 	d.forming--
 	if req == nil {
 		d.senders--
+		return nil
+	}
+	if d.forming == 0 && d.senders < d.p.config.MaxInFlightRequests && d.oldestQueued() != (time.Time{}) {
+		// A record is queued, so its call holds p.running and Close is not waiting yet.
+		d.senders++
+		d.forming++
+		d.p.senders.Add(1)
+		go d.send()
 	}
 	return req
 }

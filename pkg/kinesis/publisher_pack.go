@@ -22,11 +22,11 @@ import (
 //
 // The KCL drops a user record whose hash key is outside the range of the shard it read it
 // from, so records are packed by the shard their partition keys hash to, from the stream's
-// open shards (ListShards). The map is loaded before the stream's first request and again,
-// at most once per mapReloadInterval, after Kinesis put a packed record in another shard than
-// predicted (a reshard). Until it is loaded, or if ListShards fails (no kinesis:ListShards
-// permission), only records with the same partition key share an aggregate, which is always
-// safe. A call's own messages with one key were packed by the call already (aggregateByKey);
+// open shards (ListShards). The map is loaded in the background at the stream's first request
+// and again, at most once per mapReloadInterval, after Kinesis put a packed record in another
+// shard than predicted (a reshard: the map is dropped at once). Until a map is in, or while
+// ListShards fails (no kinesis:ListShards permission: retried with a growing wait), only
+// records with the same partition key share an aggregate, which is always safe. A call's own messages with one key were packed by the call already (aggregateByKey);
 // those aggregates go out as they are.
 //
 // Ownership: mu guards the map and its reload state; a sender reloads it (refresh) outside the
@@ -37,12 +37,18 @@ type packer struct {
 
 	mu       sync.Mutex
 	shards   []shardRange // open shards by start of range; nil if not known
-	reloadAt time.Time    // when the map is due to be loaded; zero: not due
+	reloadAt time.Time    // when the map is due to be loaded; zero: not due (or a load is out)
+	loadedAt time.Time    // when the last load began
+	failures int          // loads failed in a row
 	warned   bool         // a failed load was logged
 }
 
-// mapReloadInterval is the least time between two loads of a stream's shard map.
-const mapReloadInterval = time.Second
+// mapReloadInterval is the least time between two loads of a stream's shard map; after
+// failed loads the wait doubles, up to mapRetryMax.
+const (
+	mapReloadInterval = time.Second
+	mapRetryMax       = time.Minute
+)
 
 // shardRange is an open shard and the hash keys it takes, as 16-byte big-endian numbers.
 type shardRange struct {
@@ -54,30 +60,42 @@ func newPacker(p *Publisher, stream string) *packer {
 	return &packer{p: p, stream: stream, reloadAt: time.Now()}
 }
 
-// refresh loads the shard map when it is due.
+// refresh starts a load of the shard map in the background when one is due. No request
+// waits for it: until it is in, records are packed by partition key, which is always safe.
+// The loader is counted in p.senders (refresh runs in a sender, which is counted too, so
+// Close is not past its wait) and ends with the publisher (p.stop).
 func (k *packer) refresh() {
 	k.mu.Lock()
-	due := !k.reloadAt.IsZero() && !time.Now().Before(k.reloadAt)
-	if due {
-		k.reloadAt = time.Time{}
-	}
-	k.mu.Unlock()
-	if !due {
+	defer k.mu.Unlock()
+	now := time.Now()
+	if k.reloadAt.IsZero() || now.Before(k.reloadAt) {
 		return
 	}
-	shards, err := k.load()
+	k.reloadAt, k.loadedAt = time.Time{}, now
+	k.p.senders.Add(1)
+	go func() {
+		defer k.p.senders.Done()
+		shards, err := k.load()
+		k.loaded(shards, err)
+	}()
+}
+
+// loaded records a load's outcome; a failed one is tried again after a backoff.
+func (k *packer) loaded(shards []shardRange, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err != nil {
-		k.shards = nil
-		if !k.warned {
-			k.warned = true
-			k.p.logger.Info("AggregateKPL: the stream's shards could not be listed; only messages with the same partition key share aggregated records (grant kinesis:ListShards to pack by shard, as the KPL does)",
-				watermill.LogFields{"stream": k.stream, "err": err})
-		}
+	if err == nil {
+		k.shards, k.failures = shards, 0
 		return
 	}
-	k.shards = shards
+	k.shards = nil
+	k.failures++
+	k.reloadAt = time.Now().Add(min(mapReloadInterval<<min(k.failures-1, 6), mapRetryMax))
+	if !k.warned {
+		k.warned = true
+		k.p.logger.Info("AggregateKPL: the stream's shards could not be listed; until they are, only messages with the same partition key share aggregated records (grant kinesis:ListShards to pack by shard, as the KPL does)",
+			watermill.LogFields{"stream": k.stream, "err": err})
+	}
 }
 
 // load lists the stream's open shards.
@@ -85,7 +103,7 @@ func (k *packer) load() ([]shardRange, error) {
 	var out []shardRange
 	in := &awskinesis.ListShardsInput{StreamName: &k.stream, ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}}
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), k.p.config.RequestTimeout)
+		ctx, cancel := context.WithTimeout(k.p.stop, k.p.config.RequestTimeout)
 		page, err := k.p.config.Client.ListShards(ctx, in)
 		cancel()
 		if err != nil {
@@ -128,16 +146,19 @@ func parseShardRange(s types.Shard) (shardRange, bool) {
 	return r, true
 }
 
-// misplaced: Kinesis put a record packed for shard predicted in shard actual. The map is
-// reloaded before the next request, unless it was within mapReloadInterval.
+// misplaced: Kinesis put a record packed for shard predicted in shard actual (a reshard). The
+// map is dropped at once, so that records are packed by partition key only, and loaded again
+// as soon as mapReloadInterval has passed since the last load.
 func (k *packer) misplaced(predicted, actual string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.reloadAt.IsZero() {
-		k.reloadAt = time.Now().Add(mapReloadInterval)
-		k.p.logger.Debug("AggregateKPL: a packed record went to another shard than the map said; reloading the map",
-			watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
+	if k.shards == nil {
+		return // dropped already, or never loaded: a reload is due or out
 	}
+	k.shards = nil
+	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+	k.p.logger.Debug("AggregateKPL: a packed record went to another shard than the map said; reloading the map",
+		watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
 }
 
 // begin starts packing one request.
@@ -234,4 +255,12 @@ func (g *packing) finish(req *putRequest) {
 		req.records = append(req.records, pk.records)
 		req.shards = append(req.shards, pk.shard)
 	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

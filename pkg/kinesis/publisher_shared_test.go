@@ -303,6 +303,12 @@ func TestKPL_ResumeInsideAggregateOfManyCalls(t *testing.T) {
 		e := newSubEnv(t, 1, nil)
 		pubRoundTrip(e.log, 20*time.Millisecond)
 		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: e.log, AggregateKPL: true, MaxInFlightRequests: 1})
+		// The first call has the shard map loaded (in the background); the calls after it are
+		// packed by it.
+		if err := p.Publish(e.stream, subMsgs(calls, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
 		msgs := subMsgs(0, calls)
 		var wg sync.WaitGroup
 		for _, m := range msgs {
@@ -314,7 +320,7 @@ func TestKPL_ResumeInsideAggregateOfManyCalls(t *testing.T) {
 		}
 		wg.Wait()
 		e.log.SetFault(nil)
-		stored := e.subStoredRecords()
+		stored := e.subStoredRecords()[1:]
 		if len(stored) >= calls/2 {
 			t.Fatalf("%d one-message calls stored as %d records; most should share an aggregate", calls, len(stored))
 		}
@@ -322,7 +328,7 @@ func TestKPL_ResumeInsideAggregateOfManyCalls(t *testing.T) {
 		cfg := e.config(subGroup)
 		sub := e.subscriber(cfg)
 		acked := map[string]bool{}
-		for _, m := range subRecvAck(t, e.subscribe(sub, context.Background()), calls/2) {
+		for _, m := range subRecvAck(t, e.subscribe(sub, context.Background()), 1+calls/2) {
 			acked[m.UUID] = true
 		}
 		if err := sub.Close(); err != nil {
@@ -339,6 +345,83 @@ func TestKPL_ResumeInsideAggregateOfManyCalls(t *testing.T) {
 			if !acked[m.UUID] {
 				t.Errorf("message %s was never delivered", m.UUID)
 			}
+		}
+	})
+}
+
+// An entry rejected for good fails its message; the entries of the same round throttled at
+// the same time are still retried and written.
+func TestPublish_PermanentRejectionLeavesOthersRetried(t *testing.T) {
+	const stream = "orders"
+	l := pubNewLog(t, stream, 1)
+	var busy atomic.Int64
+	l.SetPutRecordsEntryFault(func(_ string, _ int, e types.PutRecordsRequestEntry) (string, string) {
+		switch *e.PartitionKey {
+		case "bad":
+			return "InvalidArgumentException", "rejected for the test"
+		case "busy":
+			if busy.Add(1) == 1 {
+				return "ProvisionedThroughputExceededException", ""
+			}
+		}
+		return "", ""
+	})
+	p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, PartitionKey: kinesis.PartitionKeyFromMetadata("key"), RetryBackoff: time.Millisecond})
+	msgs := pubMessages(3, func(i int) string { return []string{"ok", "bad", "busy"}[i] })
+	err := p.Publish(stream, msgs...)
+	failed := pubMessageErrors(err)
+	if len(failed) != 1 || failed[0].UUID != msgs[1].UUID {
+		t.Errorf("Publish: %v; want only the message rejected for good named", err)
+	}
+	if busy.Load() != 2 {
+		t.Errorf("the throttled entry was sent %d times, want 2 (retried once)", busy.Load())
+	}
+}
+
+// A ListShards that fails (throttled) is tried again: packing by shard comes back, rather than
+// staying by key for the publisher's life.
+func TestPublish_KPLShardMapRetriedAfterFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream, callers, perCaller = "orders", 64, 100
+		l := pubNewLog(t, stream, 4)
+		var lists atomic.Int64
+		l.SetFault(func(ctx context.Context, c memlog.Call) error {
+			switch c.Op {
+			case "ListShards":
+				if lists.Add(1) == 1 {
+					return &types.LimitExceededException{Message: pubStr("Rate exceeded for stream orders")}
+				}
+			case "PutRecords":
+				select {
+				case <-time.After(20 * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true, MaxInFlightRequests: 2})
+		want := map[string]bool{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for _, m := range pubMessages(perCaller, nil) {
+					mu.Lock()
+					want[m.UUID] = true
+					mu.Unlock()
+					if err := p.Publish(stream, m); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		l.SetFault(nil)
+		records, users := pubCheckAggregates(t, l, stream, want)
+		t.Logf("%d messages, %d Kinesis records, %d ListShards calls", users, records, lists.Load())
+		if lists.Load() < 2 || records*2 > users {
+			t.Errorf("%d records for %d messages, %d ListShards calls: the map was not loaded again after a failure", records, users, lists.Load())
 		}
 	})
 }
