@@ -60,10 +60,14 @@ func queued(records []*pendingRecord) *dispatcher {
 func TestTakeRespectsCountAndSize(t *testing.T) {
 	sizes := func(d *dispatcher) (got []int) {
 		for req := d.take(); req != nil; req = d.take() {
+			if again := d.take(); again != nil {
+				t.Errorf("a second request of the same call taken while the first is out")
+			}
 			size := 0
 			for _, rs := range req.records {
 				for _, r := range rs {
 					size += r.size + entryOverhead
+					d.settle(r, true, nil, false) // answered: the call's next request may go
 				}
 			}
 			if size > maxPutRecordsSize {

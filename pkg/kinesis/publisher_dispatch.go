@@ -57,6 +57,7 @@ const (
 type callWait struct {
 	ctx  context.Context
 	open int           // records not settled yet; guarded by the dispatcher's mu
+	out  int           // records in a request without an answer yet; guarded likewise
 	done chan struct{} // closed when open reaches 0
 }
 
@@ -120,6 +121,9 @@ func (d *dispatcher) settle(r *pendingRecord, written bool, err error, retryable
 	if r.state == recordSettled {
 		return // its call gave up on it (abandon): the answer came too late
 	}
+	if r.state == recordOut {
+		r.call.out--
+	}
 	r.state, r.written, r.err, r.retryable = recordSettled, written, err, retryable
 	if r.call.open--; r.call.open == 0 {
 		close(r.call.done)
@@ -142,9 +146,7 @@ func (d *dispatcher) send() {
 }
 
 // next takes the next request from the queue, after the linger if one is set; nil, with the
-// sender counted out, when nothing waits. The sender is forming a request meanwhile. When
-// records are left queued (more than one request holds) and a slot is free, it starts another
-// sender for them, so that they do not wait for this request's answer.
+// sender counted out, when nothing waits. The sender is forming a request meanwhile.
 func (d *dispatcher) next() *putRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -167,14 +169,6 @@ func (d *dispatcher) next() *putRequest {
 	d.forming--
 	if req == nil {
 		d.senders--
-		return nil
-	}
-	if d.forming == 0 && d.senders < d.p.config.MaxInFlightRequests && d.oldestQueued() != (time.Time{}) {
-		// A record is queued, so its call holds p.running and Close is not waiting yet.
-		d.senders++
-		d.forming++
-		d.p.senders.Add(1)
-		go d.send()
 	}
 	return req
 }
@@ -199,7 +193,8 @@ type putRequest struct {
 }
 
 // take moves the queued records that fit into one request (maxPutRecordsEntries entries and
-// maxPutRecordsSize bytes) out of the queue, in order; nil if none is queued; mu is held.
+// maxPutRecordsSize bytes) out of the queue, in order, leaving those of a call with records
+// out in another request; nil if none is taken; mu is held.
 func (d *dispatcher) take() *putRequest {
 	req := &putRequest{}
 	seen := map[*callWait]bool{}
@@ -214,6 +209,13 @@ queue:
 		if r.state != recordQueued {
 			continue // settled by abandon
 		}
+		if r.call.out > 0 && !seen[r.call] {
+			// Its call has records out in another request: a call's requests go one after
+			// another, so that its messages are stored in the order given (Watermill's
+			// universal suite reads a one-shard stream in publish order).
+			rest = append(rest, r)
+			continue
+		}
 		countFull := entries() == maxPutRecordsEntries
 		fits := size+r.size+entryOverhead+packing.reserve() <= maxPutRecordsSize
 		switch {
@@ -227,6 +229,7 @@ queue:
 			break queue
 		}
 		r.state = recordOut
+		r.call.out++
 		size += r.size + entryOverhead
 		if !seen[r.call] {
 			seen[r.call] = true
