@@ -217,22 +217,7 @@ func TestPublish_KPLPacksConcurrentCallsByShard(t *testing.T) {
 		pubRoundTrip(l, 20*time.Millisecond)
 		// Two requests in flight: about 32 messages a request, 8 a shard.
 		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true, MaxInFlightRequests: 2})
-		var wg sync.WaitGroup
-		want := map[string]bool{}
-		var mu sync.Mutex
-		for range callers {
-			wg.Go(func() {
-				for _, m := range pubMessages(perCaller, nil) {
-					mu.Lock()
-					want[m.UUID] = true
-					mu.Unlock()
-					if err := p.Publish(stream, m); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		want := publishSingles(t, p, stream, callers, perCaller)
 		l.SetFault(nil)
 		records, users := pubCheckAggregates(t, l, stream, want)
 		t.Logf("%d messages from %d goroutines on 4 shards: %d Kinesis records", users, callers, records)
@@ -401,22 +386,7 @@ func TestPublish_KPLShardMapRetriedAfterFailure(t *testing.T) {
 			return nil
 		})
 		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true, MaxInFlightRequests: 2})
-		want := map[string]bool{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for range callers {
-			wg.Go(func() {
-				for _, m := range pubMessages(perCaller, nil) {
-					mu.Lock()
-					want[m.UUID] = true
-					mu.Unlock()
-					if err := p.Publish(stream, m); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		want := publishSingles(t, p, stream, callers, perCaller)
 		l.SetFault(nil)
 		records, users := pubCheckAggregates(t, l, stream, want)
 		t.Logf("%d messages, %d Kinesis records, %d ListShards calls", users, records, lists.Load())
@@ -424,4 +394,27 @@ func TestPublish_KPLShardMapRetriedAfterFailure(t *testing.T) {
 			t.Errorf("%d records for %d messages, %d ListShards calls: the map was not loaded again after a failure", records, users, lists.Load())
 		}
 	})
+}
+
+// publishSingles runs callers goroutines, each publishing perCaller messages with the default
+// (UUID) keys one per call, and returns the UUIDs published.
+func publishSingles(t *testing.T, p *kinesis.Publisher, stream string, callers, perCaller int) map[string]bool {
+	t.Helper()
+	want := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for _, m := range pubMessages(perCaller, nil) {
+				mu.Lock()
+				want[m.UUID] = true
+				mu.Unlock()
+				if err := p.Publish(stream, m); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return want
 }

@@ -78,19 +78,7 @@ func b11Side(ctx context.Context, publish func(ctx context.Context, log *memlog.
 	if _, err := log.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
 		return b11Run{}, err
 	}
-	log.SetFault(func(ctx context.Context, c memlog.Call) error {
-		if c.Op != "PutRecords" {
-			return nil
-		}
-		t := time.NewTimer(b11RoundTrip)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	log.SetFault(putRoundTrip(b11RoundTrip))
 	one, closeFn, err := publish(ctx, log, stream)
 	if err != nil {
 		return b11Run{}, err
@@ -154,4 +142,22 @@ func b11OnePerMessage(ctx context.Context, log *memlog.Log, stream string) (func
 		}
 		return err
 	}, func() error { return nil }, nil
+}
+
+// putRoundTrip is a memlog fault hook that holds every PutRecords call for d (real time), as
+// an AWS round trip does, or until the call's context ends.
+func putRoundTrip(d time.Duration) memlog.FaultFunc {
+	return func(ctx context.Context, c memlog.Call) error {
+		if c.Op != "PutRecords" {
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -92,33 +92,11 @@ func b12Log(ctx context.Context, quotas *memlog.Quotas, roundTrip time.Duration)
 	if _, err := log.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
 		return nil, "", err
 	}
-	if err := waitActive(ctx, log, stream); err != nil {
-		return nil, "", err
-	}
-	log.SetFault(func(ctx context.Context, c memlog.Call) error {
-		if c.Op != "PutRecords" {
-			return nil
-		}
-		t := time.NewTimer(roundTrip)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	log.SetFault(putRoundTrip(roundTrip))
 	return log, stream, nil
 }
 
-// waitActive waits for a stream that quotas may keep CREATING for a moment (memlog's streams are
-// ACTIVE at once; this only reads the status).
-func waitActive(ctx context.Context, log *memlog.Log, stream string) error {
-	_, err := log.DescribeStreamSummary(ctx, &awskinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-	return err
-}
-
-// b12ShardBytes publishes from b12Callers goroutines for b12Duration on a shard under AWS's quota.
+// b12Quota publishes from b12Callers goroutines for b12Duration on a shard under AWS's quota.
 func b12Quota(ctx context.Context, aggregate bool) (b12Result, error) {
 	log, stream, err := b12Log(ctx, &memlog.Quotas{}, b12RoundTrip)
 	if err != nil {
