@@ -28,6 +28,10 @@ import (
 // fewer than MaxInFlightRequests run, and goes on while records wait; it counts itself out, under
 // mu, when the queue is empty. Each call's done channel is closed by whoever settles its last
 // record: a sender with the answer, or the call itself when its context ends first (abandon).
+// A sender that answered calls takes its next request only once each of them has resumed
+// (sent on the answer's resumed channel, which the sender made with room for every call): the
+// callers that publish again at once then share that request, rather than each start a sender
+// of its own.
 type dispatcher struct {
 	p      *Publisher
 	stream string
@@ -59,6 +63,9 @@ type callWait struct {
 	open int           // records not settled yet; guarded by the dispatcher's mu
 	out  int           // records in a request without an answer yet; guarded likewise
 	done chan struct{} // closed when open reaches 0
+	// resumed is the channel of the sender whose answer closed done (nil if the call closed it
+	// itself); set under mu. The call sends on it once, when it has resumed.
+	resumed chan<- struct{}
 }
 
 func newDispatcher(p *Publisher, stream string) *dispatcher {
@@ -100,6 +107,12 @@ func (d *dispatcher) submit(ctx context.Context, records []*pendingRecord) {
 	case <-ctx.Done():
 		d.abandon(records, ctx.Err())
 	}
+	d.mu.Lock()
+	resumed := w.resumed
+	d.mu.Unlock()
+	if resumed != nil {
+		resumed <- struct{}{} // never blocks: it has room for every call of the request
+	}
 }
 
 // abandon settles the records of a call whose context ended before they were.
@@ -116,10 +129,11 @@ func (d *dispatcher) abandon(records []*pendingRecord, cause error) {
 	}
 }
 
-// settle records a record's outcome, once; mu is held.
-func (d *dispatcher) settle(r *pendingRecord, written bool, err error, retryable bool) {
+// settle records a record's outcome, once; mu is held. It reports whether that answered the
+// record's call (its last open record: done is closed).
+func (d *dispatcher) settle(r *pendingRecord, written bool, err error, retryable bool) bool {
 	if r.state == recordSettled {
-		return // its call gave up on it (abandon): the answer came too late
+		return false // its call gave up on it (abandon): the answer came too late
 	}
 	if r.state == recordOut {
 		r.call.out--
@@ -127,7 +141,9 @@ func (d *dispatcher) settle(r *pendingRecord, written bool, err error, retryable
 	r.state, r.written, r.err, r.retryable = recordSettled, written, err, retryable
 	if r.call.open--; r.call.open == 0 {
 		close(r.call.done)
+		return true
 	}
+	return false
 }
 
 // send is a sender goroutine: it sends requests while records wait.
@@ -141,7 +157,21 @@ func (d *dispatcher) send() {
 		if req == nil {
 			return
 		}
-		d.put(req)
+		// Take the next request once the callers this answer released have resumed, so that
+		// those that publish again at once (a handler's loop, a burst of requests) go in it.
+		// Taken at once, it held the first of them, and each of the others started a sender of
+		// its own, until MaxInFlightRequests were out and the rest waited for an answer: 64
+		// goroutines publishing one message per call got 0.82x the throughput of a request
+		// per call. Each caller resumes as soon as it is scheduled, so this waits for nothing
+		// else; stop is only a guard.
+		resumed, answered := d.put(req)
+		for range answered {
+			select {
+			case <-resumed:
+			case <-d.p.stop.Done():
+				return
+			}
+		}
 	}
 }
 
@@ -250,14 +280,22 @@ queue:
 // maxPutRecordsSize however its records are packed.
 const entryOverhead = 16
 
-// put sends one request and settles its records with the answer.
-func (d *dispatcher) put(req *putRequest) {
+// put sends one request and settles its records with the answer. It returns the channel on
+// which each call it answered will say it resumed, and how many it answered.
+func (d *dispatcher) put(req *putRequest) (resumed <-chan struct{}, answered int) {
 	ctx, cancel := req.context(d.p.config.RequestTimeout)
 	out, err := d.p.config.Client.PutRecords(ctx, &awskinesis.PutRecordsInput{StreamName: &d.stream, Records: req.entries})
 	cancel()
 	p := d.p
 	p.metrics.batches.Add(context.Background(), 1, p.streamAttrs(d.stream))
 	written := 0
+	ch := make(chan struct{}, len(req.calls))
+	answer := func(r *pendingRecord, ok bool, err error, retryable bool) {
+		if d.settle(r, ok, err, retryable) {
+			r.call.resumed = ch
+			answered++
+		}
+	}
 	d.mu.Lock()
 	d.forming++ // from the first settle on, the callers answered may publish again
 	defer func() {
@@ -272,10 +310,10 @@ func (d *dispatcher) put(req *putRequest) {
 		}
 		for _, rs := range req.records {
 			for _, r := range rs {
-				d.settle(r, false, err, retryable)
+				answer(r, false, err, retryable)
 			}
 		}
-		return
+		return ch, answered
 	}
 	for i, rs := range req.records {
 		var res types.PutRecordsResultEntry
@@ -290,9 +328,10 @@ func (d *dispatcher) put(req *putRequest) {
 			if err == nil {
 				written += len(r.messages())
 			}
-			d.settle(r, err == nil, err, retryable)
+			answer(r, err == nil, err, retryable)
 		}
 	}
+	return ch, answered
 }
 
 // entryError is the error of one entry of a PutRecords answer (nil if it was written), and

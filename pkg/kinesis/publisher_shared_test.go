@@ -90,9 +90,12 @@ func TestPublish_ConcurrentCallsShareRequests(t *testing.T) {
 		if n > int64(len(msgs)/4) {
 			t.Errorf("%d PutRecords calls for %d messages; concurrent calls should share requests (at most %d)", n, len(msgs), len(msgs)/4)
 		}
-		// Throughput is bound by callers per round trip: each caller waits for its answer.
-		if limit := time.Duration(perCaller) * 2 * 20 * time.Millisecond; took > limit {
-			t.Errorf("took %s of fake time, want at most %s (two round trips a call)", took, limit)
+		// Throughput is bound by callers per round trip: each caller waits for its answer. The
+		// callers answered together publish again together; when each of them started a sender
+		// of its own, the requests reached MaxInFlightRequests and the rest waited for an
+		// answer: 1.8-1.96 s of fake time (1.0-1.06 s since).
+		if limit := time.Duration(perCaller) * 20 * time.Millisecond * 5 / 4; took > limit {
+			t.Errorf("took %s of fake time, want at most %s (a round trip and a quarter a call)", took, limit)
 		}
 	})
 }
@@ -364,10 +367,12 @@ func TestPublish_PermanentRejectionLeavesOthersRetried(t *testing.T) {
 }
 
 // A ListShards that fails (throttled) is tried again: packing by shard comes back, rather than
-// staying by key for the publisher's life.
+// staying by key for the publisher's life. Until the retry, a second on, about callers x (1 s /
+// round trip) = 3,200 messages go one a record (their UUID keys differ); most of the 12,800
+// must be packed after it.
 func TestPublish_KPLShardMapRetriedAfterFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const stream, callers, perCaller = "orders", 64, 100
+		const stream, callers, perCaller = "orders", 64, 200
 		l := pubNewLog(t, stream, 4)
 		var lists atomic.Int64
 		l.SetFault(func(ctx context.Context, c memlog.Call) error {
