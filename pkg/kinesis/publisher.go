@@ -22,13 +22,15 @@ type Publisher struct {
 	config PublisherConfig
 	logger watermill.LoggerAdapter
 
-	// closed is closed by the first Close (closeOnce guards it); Publish checks it.
+	// closed is closed by the first Close (closeOnce guards it), under admit.
 	closeOnce sync.Once
 	closed    chan struct{}
-	// running is held for reading by every Publish call, so that Close, which takes it for
-	// writing, waits for the calls in progress; senders counts the dispatchers' sender
-	// goroutines, which Close waits for next (no call is left to start one).
-	running sync.RWMutex
+	// admit orders a Publish call's entry (calls.Add, if not closed) with Close's close(closed),
+	// so that Close's calls.Wait counts every call that got in. calls counts the Publish calls
+	// in progress; senders the dispatchers' sender goroutines, which Close waits for next (no
+	// call is left to start one).
+	admit   sync.Mutex
+	calls   sync.WaitGroup
 	senders sync.WaitGroup
 	// stop ends the background work of the publisher (shard map loads) at Close.
 	stop       context.Context
@@ -87,14 +89,10 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 		start := time.Now()
 		defer func() { p.measure(topic, len(msgs), time.Since(start), err) }()
 	}
-	if p.isClosed() { // before waiting for the lock, which a closing publisher holds
+	if !p.enter() {
 		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
 	}
-	p.running.RLock()
-	defer p.running.RUnlock()
-	if p.isClosed() {
-		return fmt.Errorf("%w: not publishing %d message(s) to stream %q", ErrPublisherClosed, len(msgs), topic)
-	}
+	defer p.calls.Done()
 	if err := validateStreamName(topic); err != nil {
 		return err
 	}
@@ -127,12 +125,16 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) 
 	return nil
 }
 
-func (p *Publisher) isClosed() bool {
+// enter counts a Publish call in progress, unless the publisher is closed.
+func (p *Publisher) enter() bool {
+	p.admit.Lock()
+	defer p.admit.Unlock()
 	select {
 	case <-p.closed:
-		return true
-	default:
 		return false
+	default:
+		p.calls.Add(1)
+		return true
 	}
 }
 
@@ -297,15 +299,16 @@ func (p *Publisher) ensureStream(ctx context.Context, stream string) error {
 // once the calls in progress have finished (each is bounded by its retries, RequestTimeout and
 // its first message's context). Close is idempotent.
 //
-// Shutdown order: refuse new calls (closed); wait for the calls in progress (running), whose
+// Shutdown order: refuse new calls (closed); wait for the calls in progress (calls), whose
 // records the senders still send; end a shard map load still out (stop); then wait for the
 // senders and loaders, which exit once the queues they send from are empty.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
+		p.admit.Lock()
 		close(p.closed)
-		p.running.Lock()
-		p.running.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
-		p.cancelStop()     // a shard map load still out
+		p.admit.Unlock()
+		p.calls.Wait()
+		p.cancelStop() // a shard map load still out
 		p.senders.Wait()
 	})
 	return nil

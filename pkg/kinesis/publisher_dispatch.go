@@ -23,6 +23,13 @@ import (
 // submits what was rejected again after its backoff: one retry layer, and per-key order is the
 // call's business (rounds).
 //
+// When a sender starts, in short: a call that submits starts one only if no sender is
+// between requests (forming) and fewer than MaxInFlightRequests run; otherwise its records wait
+// in the queue for the next take. A sender takes everything queued that fits, except records of
+// a call with records out in another request (out > 0), which wait for that answer. After an
+// answer, it waits until the callers it answered have resumed (resumed), then takes again, or
+// ends when nothing is queued.
+//
 // Ownership: mu guards queue, senders, and the state, written, err and retryable fields of every
 // record from submit until it is settled. A sender goroutine (send) is started by submit when
 // fewer than MaxInFlightRequests run, and goes on while records wait; it counts itself out, under
@@ -91,7 +98,7 @@ func (d *dispatcher) submit(ctx context.Context, records []*pendingRecord) {
 	if start {
 		d.senders++
 		d.forming++
-		d.p.senders.Add(1) // no Close waits yet: it waits for the calls (p.running) first
+		d.p.senders.Add(1) // no Close waits yet: it waits for the calls (p.calls) first
 	} else if len(d.queue) >= maxPutRecordsEntries {
 		select {
 		case d.kick <- struct{}{}:
@@ -163,7 +170,8 @@ func (d *dispatcher) send() {
 		// its own, until MaxInFlightRequests were out and the rest waited for an answer: 64
 		// goroutines publishing one message per call got 0.82x the throughput of a request
 		// per call. Each caller resumes as soon as it is scheduled, so this waits for nothing
-		// else; stop is only a guard.
+		// else; stop is only a guard (Close cancels it once every call has returned, so the
+		// counts this return leaves behind are never read again).
 		resumed, answered := d.put(req)
 		for range answered {
 			select {

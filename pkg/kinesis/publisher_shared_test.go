@@ -115,7 +115,8 @@ func TestPublish_AbandonedRequestDoesNotHoldOthers(t *testing.T) {
 			}
 			return nil
 		})
-		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, MaxInFlightRequests: 1})
+		const timeout = 30 * time.Second
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, MaxInFlightRequests: 1, RequestTimeout: timeout})
 		ctx, cancel := context.WithCancel(context.Background())
 		first := pubMessages(1, nil)[0]
 		first.SetContext(ctx)
@@ -132,17 +133,61 @@ func TestPublish_AbandonedRequestDoesNotHoldOthers(t *testing.T) {
 			})
 		}
 		synctest.Wait() // both queued: the one request allowed is out
+		cancelled := time.Now()
 		cancel()
 		if err := <-firstErr; !errors.Is(err, context.Canceled) {
 			t.Errorf("the cancelled call: %v, want context.Canceled", err)
 		}
 		wg.Wait()
+		if waited := time.Since(cancelled); waited != 0 {
+			t.Errorf("the queued calls returned %s (fake time) after the first call gave up, want at once: the abandoned request held the one slot (RequestTimeout %s)", waited, timeout)
+		}
 		if n := calls.Load(); n != 2 {
 			t.Errorf("%d PutRecords calls, want 2: the abandoned one, then one for both queued calls", n)
 		}
 		l.SetFault(nil)
 		if got := len(pubReadAll(t, l, stream)); got != 2 {
 			t.Errorf("%d records stored, want the 2 of the calls that waited", got)
+		}
+	})
+}
+
+// Close returns once the calls in progress have finished, and their messages are stored; a
+// Publish during Close fails at once. Close's wait is one synctest sees (fake time advances).
+func TestPublish_CloseWaitsForCallsInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream, rtt = "orders", 20 * time.Millisecond
+		l := pubNewLog(t, stream, 1)
+		pubRoundTrip(l, rtt)
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l})
+		published := make(chan error, 1)
+		start := time.Now()
+		go func() { published <- p.Publish(stream, pubMessages(1, nil)...) }()
+		synctest.Wait() // its request is out
+		closed := make(chan struct{})
+		go func() {
+			_ = p.Close()
+			close(closed)
+		}()
+		synctest.Wait() // Close is waiting for the call
+		if err := p.Publish(stream, pubMessages(1, nil)...); !errors.Is(err, kinesis.ErrPublisherClosed) {
+			t.Errorf("Publish during Close: %v, want ErrPublisherClosed", err)
+		}
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a call was in progress")
+		default:
+		}
+		if err := <-published; err != nil {
+			t.Errorf("the call in progress at Close: %v", err)
+		}
+		<-closed
+		if took := time.Since(start); took != rtt {
+			t.Errorf("Close returned %s (fake time) after the call began, want %s (its round trip)", took, rtt)
+		}
+		l.SetFault(nil)
+		if got := len(pubReadAll(t, l, stream)); got != 1 {
+			t.Errorf("%d records stored, want the call's 1", got)
 		}
 	})
 }
