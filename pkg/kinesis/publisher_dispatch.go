@@ -226,7 +226,7 @@ func (d *dispatcher) oldestQueued() time.Time {
 type putRequest struct {
 	entries []types.PutRecordsRequestEntry
 	records [][]*pendingRecord
-	shards  []string // the shard each packed entry was predicted for ("" if not packed)
+	shards  []string // the shard the packer's map predicts for each entry ("" without a map)
 	calls   []*callWait
 }
 
@@ -261,7 +261,7 @@ queue:
 		case fits && !countFull:
 			req.entries = append(req.entries, r.entry)
 			req.records = append(req.records, []*pendingRecord{r})
-			req.shards = append(req.shards, "")
+			req.shards = append(req.shards, packing.predict(r))
 		default:
 			rest = append(rest, d.queue[i:]...) // moved to the front: copy handles the overlap
 			break queue

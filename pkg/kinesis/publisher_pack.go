@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"fmt"
 	"math/big"
 	"sort"
 	"sync"
@@ -23,11 +24,18 @@ import (
 // The KCL drops a user record whose hash key is outside the range of the shard it read it
 // from, so records are packed by the shard their partition keys hash to, from the stream's
 // open shards (ListShards). The map is loaded in the background at the stream's first request
-// and again, at most once per mapReloadInterval, after Kinesis put a packed record in another
-// shard than predicted (a reshard: the map is dropped at once). Until a map is in, or while
+// and again, at most once per mapReloadInterval, after Kinesis put a record in another shard
+// than the map predicted (a reshard: the map is dropped at once). Until a map is in, or while
 // ListShards fails (no kinesis:ListShards permission: retried with a growing wait), only
-// records with the same partition key share an aggregate, which is always safe. A call's own messages with one key were packed by the call already (aggregateByKey);
-// those aggregates go out as they are.
+// records with the same partition key share an aggregate, which is always safe. A call's own
+// messages with one key were packed by the call already (aggregateByKey); those aggregates go
+// out as they are.
+//
+// After a split, a record packed by the old map in a request already out lands in one child
+// with messages whose keys belong to the other. Their order against later messages of those
+// keys, which go to the other child, is then lost (siblings are read in parallel), and the KCL
+// drops them. docs/records.md says so; every answered entry is checked, so the window is the
+// requests out when Kinesis first answered with the new shards.
 //
 // Ownership: mu guards the map and its reload state; a sender reloads it (refresh) outside the
 // dispatcher's lock, and take reads a snapshot of it (begin).
@@ -68,8 +76,8 @@ func (k *packer) refresh() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := time.Now()
-	if k.reloadAt.IsZero() || now.Before(k.reloadAt) {
-		return
+	if k.reloadAt.IsZero() || now.Before(k.reloadAt) || k.p.stop.Err() != nil {
+		return // not due, or the publisher is closing (a sender still draining)
 	}
 	k.reloadAt, k.loadedAt = time.Time{}, now
 	k.p.senders.Add(1)
@@ -84,6 +92,9 @@ func (k *packer) refresh() {
 func (k *packer) loaded(shards []shardRange, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err == nil && len(shards) == 0 {
+		err = fmt.Errorf("ListShards of stream %q returned no open shard with a hash key range", k.stream)
+	}
 	if err == nil {
 		k.shards, k.failures = shards, 0
 		return
@@ -146,7 +157,8 @@ func parseShardRange(s types.Shard) (shardRange, bool) {
 	return r, true
 }
 
-// misplaced: Kinesis put a record packed for shard predicted in shard actual (a reshard). The
+// misplaced: Kinesis put a record the map predicted for shard predicted in shard actual (a
+// reshard). The
 // map is dropped at once, so that records are packed by partition key only, and loaded again
 // as soon as mapReloadInterval has passed since the last load.
 func (k *packer) misplaced(predicted, actual string) {
@@ -157,7 +169,7 @@ func (k *packer) misplaced(predicted, actual string) {
 	}
 	k.shards = nil
 	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
-	k.p.logger.Debug("AggregateKPL: a packed record went to another shard than the map said; reloading the map",
+	k.p.logger.Debug("AggregateKPL: a record went to another shard than the map said; reloading the map",
 		watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
 }
 
@@ -225,6 +237,15 @@ func (g *packing) add(r *pendingRecord, mayOpen bool) bool {
 	return true
 }
 
+// predict is the shard the map says r goes to; "" without a map (or with a nil *packing).
+func (g *packing) predict(r *pendingRecord) string {
+	if g == nil {
+		return ""
+	}
+	id, _ := g.shardOf(*r.entry.PartitionKey)
+	return id
+}
+
 // shardOf is the open shard whose range holds key's hash key (the MD5 of the key).
 func (g *packing) shardOf(key string) (string, bool) {
 	if len(g.shards) == 0 {
@@ -247,7 +268,7 @@ func (g *packing) finish(req *putRequest) {
 		if len(pk.records) == 1 {
 			req.entries = append(req.entries, pk.records[0].entry)
 			req.records = append(req.records, pk.records)
-			req.shards = append(req.shards, "")
+			req.shards = append(req.shards, pk.shard)
 			continue
 		}
 		key := pk.agg.PartitionKey()

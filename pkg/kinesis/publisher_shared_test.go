@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"sync"
 	"sync/atomic"
@@ -442,6 +443,43 @@ func TestPublish_KPLShardMapRetriedAfterFailure(t *testing.T) {
 		t.Logf("%d messages, %d Kinesis records, %d ListShards calls", users, records, lists.Load())
 		if lists.Load() < 2 || records*2 > users {
 			t.Errorf("%d records for %d messages, %d ListShards calls: the map was not loaded again after a failure", records, users, lists.Load())
+		}
+	})
+}
+
+// After a split, the first answer that puts any record in another shard than the map said
+// drops the map, a lone unpacked message's as well as a packed one's: here a lone message shows
+// the split, and the burst after it, within the second before the map may load again, is packed
+// by key only rather than by the parent's range into one child.
+func TestPublish_KPLMapDroppedWhenAnyRecordLandsElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		lists := pubCountCalls(l, func(ctx context.Context, c memlog.Call) error {
+			if c.Op == "PutRecords" { // a round trip, so that the burst's calls share requests
+				select {
+				case <-time.After(20 * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true})
+		want := publishSingles(t, p, stream, 1, 1) // its request starts the map's load
+		synctest.Wait()                            // the map is in
+		mid := new(big.Int).Lsh(big.NewInt(1), 127)
+		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
+			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(want, publishSingles(t, p, stream, 1, 1))
+		maps.Copy(want, publishSingles(t, p, stream, 64, 1))
+		l.SetFault(nil)
+		pubCheckAggregates(t, l, stream, want) // every user record in a shard whose range holds its key
+		if n := lists.get("ListShards"); n != 1 {
+			t.Errorf("%d ListShards calls, want 1: the burst ran within a second of the first load", n)
 		}
 	})
 }
