@@ -83,7 +83,7 @@ type SubscriberConfig struct {
 	// Default: 10000.
 	GetRecordsLimit int32
 	// PollInterval is the wait after a read that reached the tip of the shard (it returned
-	// what there was, records or none), less up to a quarter at random. Kinesis allows 5 reads
+	// what there was, records or none), an eighth more or less at random. Kinesis allows 5 reads
 	// per second per shard, shared by every group reading the stream; the default leaves room
 	// for a second group, and a reader whose reads are throttled polls more slowly for a
 	// while (up to 2.5 × PollInterval), so that more groups share the reads. Default: 400 ms.
