@@ -43,7 +43,9 @@ type Quotas struct {
 	// its partition key. Default 1 MiB (1,048,576): "up to a maximum total data write rate of
 	// 1 MB per second (including partition keys)" (Quotas and limits; PutRecords API
 	// reference). A record larger than this (a stream's MaxRecordSizeInKiB may allow up to
-	// 10 MiB) is refused until the shard has written nothing for a second.
+	// 10 MiB) is taken once the shard's budget is full (it wrote nothing for a second), and
+	// the budget goes into debt for the rest: the shard's next writes are refused for the
+	// seconds the record borrowed.
 	ShardWriteBytes int
 
 	// ShardReadCalls is how many GetRecords calls a shard answers a second, shared by every
@@ -210,16 +212,17 @@ func (lim *limits) admitWrite(sh *shard, now time.Time, size int) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// Look at both before taking from either, so a record refused for its bytes does not use
-	// up a record of the count.
+	// up a record of the count. A record over a second's bytes needs a full budget, and
+	// borrows the rest.
 	if recs && q.writeRecords.wait(lim.writeRecords, now, 1) > 0 ||
-		bytes && q.writeBytes.wait(lim.writeBytes, now, int64(size)) > 0 {
+		bytes && q.writeBytes.wait(lim.writeBytes, now, min(int64(size), lim.writeBytes.burst)) > 0 {
 		return false
 	}
 	if recs {
 		q.writeRecords.take(lim.writeRecords, now, 1)
 	}
 	if bytes {
-		q.writeBytes.take(lim.writeBytes, now, int64(size))
+		q.writeBytes.charge(lim.writeBytes, now, int64(size))
 	}
 	return true
 }

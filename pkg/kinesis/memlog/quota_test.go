@@ -121,6 +121,36 @@ func TestQuotaWriteBytes(t *testing.T) {
 	}
 }
 
+// A record over a second's bytes (a stream whose MaxRecordSizeInKiB allows it) is taken once
+// the shard's budget is full, and the shard's writes wait for the seconds it borrowed.
+func TestQuotaWriteBytesLargeRecord(t *testing.T) {
+	c := newClock()
+	l := memlog.New(memlog.Config{Now: c.Now, Quotas: &memlog.Quotas{}})
+	if _, err := l.CreateStream(ctx, &awskinesis.CreateStreamInput{StreamName: aws.String("s"), ShardCount: aws.Int32(1), MaxRecordSizeInKiB: aws.Int32(4096)}); err != nil {
+		t.Fatal(err)
+	}
+	large := &awskinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String("k"), Data: make([]byte, 3<<20)}
+	small := &awskinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String("k"), Data: []byte("x")}
+	if _, err := l.PutRecord(ctx, large); err != nil {
+		t.Fatalf("3 MiB record on an idle shard: %v", err)
+	}
+	// It borrowed 2 MiB and a key's byte: at 1 MiB/s, the shard takes nothing for 2 s.
+	c.Advance(1999 * time.Millisecond)
+	_, err := l.PutRecord(ctx, small)
+	wantErr[*types.ProvisionedThroughputExceededException](t, err, "Rate exceeded for shard shardId-000000000000 in stream s under account 000000000000.")
+	c.Advance(10 * time.Millisecond)
+	if _, err := l.PutRecord(ctx, small); err != nil {
+		t.Fatalf("2 s later, a small record: %v", err)
+	}
+	// Another large one waits for a full budget: a second with nothing written.
+	_, err = l.PutRecord(ctx, large)
+	wantErr[*types.ProvisionedThroughputExceededException](t, err, "Rate exceeded for shard shardId-000000000000 in stream s under account 000000000000.")
+	c.Advance(time.Second)
+	if _, err := l.PutRecord(ctx, large); err != nil {
+		t.Fatalf("after a second with nothing written, another 3 MiB record: %v", err)
+	}
+}
+
 func TestQuotaReadCalls(t *testing.T) {
 	l, c := quotaStream(t, 2, memlog.Quotas{})
 	// Two consumers of shard 0 share its five reads a second.
