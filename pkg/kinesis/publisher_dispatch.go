@@ -33,8 +33,9 @@ import (
 // Ownership: mu guards queue, senders, and the state, written, err and retryable fields of every
 // record from submit until it is settled. A sender goroutine (send) is started by submit when
 // fewer than MaxInFlightRequests run, and goes on while records wait; it counts itself out, under
-// mu, when the queue is empty. Each call's done channel is closed by whoever settles its last
-// record: a sender with the answer, or the call itself when its context ends first (abandon).
+// mu, when the queue is empty (or ends at Close's stop, when no call is left). Each call's done
+// channel is closed by whoever settles its last record: a sender with the answer, or the call
+// itself when its context ends first (abandon).
 // A sender that answered calls takes its next request only once each of them has resumed
 // (sent on the answer's resumed channel, which the sender made with room for every call): the
 // callers that publish again at once then share that request, rather than each start a sender
@@ -169,9 +170,9 @@ func (d *dispatcher) send() {
 		// Taken at once, it held the first of them, and each of the others started a sender of
 		// its own, until MaxInFlightRequests were out and the rest waited for an answer: 64
 		// goroutines publishing one message per call got 0.82x the throughput of a request
-		// per call. Each caller resumes as soon as it is scheduled, so this waits for nothing
-		// else; stop is only a guard (Close cancels it once every call has returned, so the
-		// counts this return leaves behind are never read again).
+		// per call. This waits only for the answered callers to be scheduled (on a short CPU,
+		// for what each of them runs before it yields). stop is only a guard: Close cancels it
+		// once every call has returned, so the counts this return leaves are never read again.
 		resumed, answered := d.put(req)
 		for range answered {
 			select {
@@ -323,15 +324,15 @@ func (d *dispatcher) put(req *putRequest) (resumed <-chan struct{}, answered int
 		}
 		return ch, answered
 	}
+	if d.pack != nil {
+		d.pack.written(req.shards, out.Records)
+	}
 	for i, rs := range req.records {
 		var res types.PutRecordsResultEntry
 		if i < len(out.Records) {
 			res = out.Records[i]
 		}
 		err, retryable := entryError(i < len(out.Records), res)
-		if err == nil && d.pack != nil && req.shards[i] != "" && deref(res.ShardId) != req.shards[i] {
-			d.pack.misplaced(req.shards[i], deref(res.ShardId))
-		}
 		for _, r := range rs {
 			if err == nil {
 				written += len(r.messages())

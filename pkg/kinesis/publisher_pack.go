@@ -34,8 +34,10 @@ import (
 // After a split, a record packed by the old map in a request already out lands in one child
 // with messages whose keys belong to the other. Their order against later messages of those
 // keys, which go to the other child, is then lost (siblings are read in parallel), and the KCL
-// drops them. docs/records.md says so; every answered entry is checked, so the window is the
-// requests out when Kinesis first answered with the new shards.
+// drops them. docs/records.md says so. Every written entry is checked against the map, and a
+// load is thrown away if an answer while it was out named a shard its listing does not have
+// open (the listing is from before a reshard), so the window is the requests out when Kinesis
+// first answered with the new shards.
 //
 // Ownership: mu guards the map and its reload state; a sender reloads it (refresh) outside the
 // dispatcher's lock, and take reads a snapshot of it (begin).
@@ -47,8 +49,11 @@ type packer struct {
 	shards   []shardRange // open shards by start of range; nil if not known
 	reloadAt time.Time    // when the map is due to be loaded; zero: not due (or a load is out)
 	loadedAt time.Time    // when the last load began
-	failures int          // loads failed in a row
-	warned   bool         // a failed load was logged
+	// answeredDuringLoad holds the shards Kinesis wrote to while a load is out; nil when
+	// none is out.
+	answeredDuringLoad map[string]bool
+	failures           int  // loads failed in a row
+	warned             bool // a failed load was logged
 }
 
 // mapReloadInterval is the least time between two loads of a stream's shard map; after
@@ -79,7 +84,7 @@ func (k *packer) refresh() {
 	if k.reloadAt.IsZero() || now.Before(k.reloadAt) || k.p.stop.Err() != nil {
 		return // not due, or the publisher is closing (a sender still draining)
 	}
-	k.reloadAt, k.loadedAt = time.Time{}, now
+	k.reloadAt, k.loadedAt, k.answeredDuringLoad = time.Time{}, now, map[string]bool{}
 	k.p.senders.Add(1)
 	go func() {
 		defer k.p.senders.Done()
@@ -92,10 +97,22 @@ func (k *packer) refresh() {
 func (k *packer) loaded(shards []shardRange, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	answered := k.answeredDuringLoad
+	k.answeredDuringLoad = nil
 	if err == nil && len(shards) == 0 {
 		err = fmt.Errorf("ListShards of stream %q returned no open shard with a hash key range", k.stream)
 	}
 	if err == nil {
+		open := map[string]bool{}
+		for _, s := range shards {
+			open[s.id] = true
+		}
+		for id := range answered {
+			if !open[id] { // the listing is from before a reshard: load again
+				k.shards, k.reloadAt = nil, later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+				return
+			}
+		}
 		k.shards, k.failures = shards, 0
 		return
 	}
@@ -104,7 +121,7 @@ func (k *packer) loaded(shards []shardRange, err error) {
 	k.reloadAt = time.Now().Add(min(mapReloadInterval<<min(k.failures-1, 6), mapRetryMax))
 	if !k.warned {
 		k.warned = true
-		k.p.logger.Info("AggregateKPL: the stream's shards could not be listed; until they are, only messages with the same partition key share aggregated records (grant kinesis:ListShards to pack by shard, as the KPL does)",
+		k.p.logger.Info("AggregateKPL: the stream's shard map could not be loaded; until it is, only messages with the same partition key share aggregated records (packing by shard, as the KPL does, needs kinesis:ListShards)",
 			watermill.LogFields{"stream": k.stream, "err": err})
 	}
 }
@@ -157,15 +174,31 @@ func parseShardRange(s types.Shard) (shardRange, bool) {
 	return r, true
 }
 
-// misplaced: Kinesis put a record the map predicted for shard predicted in shard actual (a
-// reshard). The
-// map is dropped at once, so that records are packed by partition key only, and loaded again
-// as soon as mapReloadInterval has passed since the last load.
-func (k *packer) misplaced(predicted, actual string) {
+// written takes in where Kinesis wrote a request's entries: predicted is the shard the map
+// said for each ("" without a map), res the answer. An entry in another shard than predicted
+// shows a reshard: the map is dropped at once, so that records are packed by partition key
+// only, and loaded again as soon as mapReloadInterval has passed since the last load. The
+// shards written to while a load is out are kept for loaded to check its listing against.
+func (k *packer) written(predicted []string, res []types.PutRecordsResultEntry) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for i, r := range res {
+		if r.ErrorCode != nil || r.ShardId == nil || i >= len(predicted) {
+			continue
+		}
+		if k.answeredDuringLoad != nil {
+			k.answeredDuringLoad[*r.ShardId] = true
+		}
+		if predicted[i] != "" && *r.ShardId != predicted[i] {
+			k.misplaced(predicted[i], *r.ShardId)
+		}
+	}
+}
+
+// misplaced drops the map after a record went to another shard than predicted; mu is held.
+func (k *packer) misplaced(predicted, actual string) {
 	if k.shards == nil {
-		return // dropped already, or never loaded: a reload is due or out
+		return // dropped already: a reload is due or out
 	}
 	k.shards = nil
 	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -480,6 +481,104 @@ func TestPublish_KPLMapDroppedWhenAnyRecordLandsElsewhere(t *testing.T) {
 		pubCheckAggregates(t, l, stream, want) // every user record in a shard whose range holds its key
 		if n := lists.get("ListShards"); n != 1 {
 			t.Errorf("%d ListShards calls, want 1: the burst ran within a second of the first load", n)
+		}
+	})
+}
+
+// slowListing answers each ListShards after a delay, with the listing as it was when asked
+// (on fake time in these tests), as a slow ListShards does.
+type slowListing struct {
+	*memlog.Log
+	delay time.Duration
+	list  func(*awskinesis.ListShardsOutput) *awskinesis.ListShardsOutput // changes the answer; nil keeps it
+}
+
+func (s slowListing) ListShards(ctx context.Context, in *awskinesis.ListShardsInput, opts ...func(*awskinesis.Options)) (*awskinesis.ListShardsOutput, error) {
+	out, err := s.Log.ListShards(ctx, in, opts...)
+	if err == nil && s.list != nil {
+		out = s.list(out)
+	}
+	select {
+	case <-time.After(s.delay):
+		return out, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A shard map load is thrown away when, while it was out, Kinesis wrote to a shard its listing
+// does not have open (here a child, answering a lone message sent after the split while the
+// slow load, which listed the parent, was out): the messages after it are packed by key until
+// a load that began after the split, not by the parent's range into one child (the review's
+// scenario: 24 user records in the wrong child).
+func TestPublish_KPLLoadOutAtSplitIsThrownAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		client := slowListing{Log: l, delay: 50 * time.Millisecond}
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: client, AggregateKPL: true})
+		want := publishSingles(t, p, stream, 1, 1) // starts the load: 1 shard, answered at 50 ms
+		mid := new(big.Int).Lsh(big.NewInt(1), 127)
+		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
+			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(want, publishSingles(t, p, stream, 1, 1)) // answered from a child while the load is out
+		time.Sleep(100 * time.Millisecond)                  // the load is back, with one shard
+		burst := pubMessages(64, nil)                       // one call of 64 keys: packed by shard if there is a map
+		if err := p.Publish(stream, burst...); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range burst {
+			want[m.UUID] = true
+		}
+		pubCheckAggregates(t, l, stream, want)
+	})
+}
+
+// A listing with no shard the packer can use counts as a failed load: tried again after a
+// second, rather than leaving packing by key for the publisher's life. No load starts after
+// Close.
+func TestPublish_KPLUnusableListingIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		var lists atomic.Int64
+		client := slowListing{Log: l, list: func(out *awskinesis.ListShardsOutput) *awskinesis.ListShardsOutput {
+			if lists.Add(1) == 1 {
+				shards := slices.Clone(out.Shards)
+				for i := range shards {
+					shards[i].HashKeyRange = nil // nothing to pack by
+				}
+				return &awskinesis.ListShardsOutput{Shards: shards}
+			}
+			return out
+		}}
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: client, AggregateKPL: true})
+		publishSingles(t, p, stream, 1, 1)
+		synctest.Wait()
+		time.Sleep(1100 * time.Millisecond)
+		publishSingles(t, p, stream, 1, 1) // its sender loads the map again
+		synctest.Wait()
+		if n := lists.Load(); n != 2 {
+			t.Fatalf("%d ListShards calls, want 2: a load that found no usable shard is tried again", n)
+		}
+		// Packed by shard now: one call of 16 messages with their UUID keys is one record.
+		before := l.Usage(stream).Records
+		if err := p.Publish(stream, pubMessages(16, nil)...); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Usage(stream).Records - before; got != 1 {
+			t.Errorf("16 messages of 16 keys went as %d records, want 1 aggregate (packed by shard)", got)
+		}
+		time.Sleep(time.Minute)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := lists.Load(); n != 2 {
+			t.Errorf("%d ListShards calls after Close, want 2", n)
 		}
 	})
 }
