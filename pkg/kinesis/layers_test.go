@@ -21,6 +21,7 @@ var layers = map[string][]string{
 	"pkg/kinesis/internal/logs":            {},
 	"pkg/kinesis/internal/wire/envelope":   {},
 	"pkg/kinesis/internal/wire/kpl":        {},
+	"pkg/kinesis/internal/wire/shardmap":   {},
 	"pkg/kinesis/internal/wire/getrecords": {},
 	"pkg/kinesis/internal/wire":            {"pkg/kinesis/internal/wire/kpl"},
 	"pkg/kinesis/internal/awscall":         {},

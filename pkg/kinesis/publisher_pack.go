@@ -1,12 +1,8 @@
 package kinesis
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
 	"fmt"
-	"math/big"
-	"sort"
 	"sync"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/kpl"
+	"github.com/watermill-kinesis/watermill-kinesis/pkg/kinesis/internal/wire/shardmap"
 )
 
 // packer packs, with AggregateKPL, the single-message records of different Publish calls that
@@ -46,7 +43,7 @@ type packer struct {
 	stream string
 
 	mu       sync.Mutex
-	shards   []shardRange // open shards by start of range; nil if not known
+	shards   shardmap.Map // the stream's open shards; empty if not known
 	reloadAt time.Time    // when the map is due to be loaded; zero: not due (or a load is out)
 	loadedAt time.Time    // when the last load began
 	// answeredDuringLoad holds the shards Kinesis wrote to while a load is out; nil when
@@ -62,12 +59,6 @@ const (
 	mapReloadInterval = time.Second
 	mapRetryMax       = time.Minute
 )
-
-// shardRange is an open shard and the hash keys it takes, as 16-byte big-endian numbers.
-type shardRange struct {
-	id         string
-	start, end [16]byte
-}
 
 func newPacker(p *Publisher, stream string) *packer {
 	return &packer{p: p, stream: stream, reloadAt: time.Now()}
@@ -88,35 +79,31 @@ func (k *packer) refresh() {
 	k.p.senders.Add(1)
 	go func() {
 		defer k.p.senders.Done()
-		shards, err := k.load()
-		k.loaded(shards, err)
+		m, err := k.load()
+		k.loaded(m, err)
 	}()
 }
 
 // loaded records a load's outcome; a failed one is tried again after a backoff.
-func (k *packer) loaded(shards []shardRange, err error) {
+func (k *packer) loaded(m shardmap.Map, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	answered := k.answeredDuringLoad
 	k.answeredDuringLoad = nil
-	if err == nil && len(shards) == 0 {
+	if err == nil && m.Len() == 0 {
 		err = fmt.Errorf("ListShards of stream %q returned no open shard with a hash key range", k.stream)
 	}
 	if err == nil {
-		open := map[string]bool{}
-		for _, s := range shards {
-			open[s.id] = true
-		}
 		for id := range answered {
-			if !open[id] { // the listing is from before a reshard: load again
-				k.shards, k.reloadAt = nil, later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+			if !m.Has(id) { // the listing is from before a reshard: load again
+				k.shards, k.reloadAt = shardmap.Map{}, later(time.Now(), k.loadedAt.Add(mapReloadInterval))
 				return
 			}
 		}
-		k.shards, k.failures = shards, 0
+		k.shards, k.failures = m, 0
 		return
 	}
-	k.shards = nil
+	k.shards = shardmap.Map{}
 	k.failures++
 	k.reloadAt = time.Now().Add(min(mapReloadInterval<<min(k.failures-1, 6), mapRetryMax))
 	if !k.warned {
@@ -127,51 +114,22 @@ func (k *packer) loaded(shards []shardRange, err error) {
 }
 
 // load lists the stream's open shards.
-func (k *packer) load() ([]shardRange, error) {
-	var out []shardRange
+func (k *packer) load() (shardmap.Map, error) {
+	var all []types.Shard
 	in := &awskinesis.ListShardsInput{StreamName: &k.stream, ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}}
 	for {
 		ctx, cancel := context.WithTimeout(k.p.stop, k.p.config.RequestTimeout)
 		page, err := k.p.config.Client.ListShards(ctx, in)
 		cancel()
 		if err != nil {
-			return nil, err
+			return shardmap.Map{}, err
 		}
-		for _, s := range page.Shards {
-			if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
-				continue
-			}
-			r, ok := parseShardRange(s)
-			if !ok {
-				continue
-			}
-			out = append(out, r)
-		}
+		all = append(all, page.Shards...)
 		if page.NextToken == nil {
-			break
+			return shardmap.New(all), nil
 		}
 		in = &awskinesis.ListShardsInput{NextToken: page.NextToken}
 	}
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].start[:], out[j].start[:]) < 0 })
-	return out, nil
-}
-
-func parseShardRange(s types.Shard) (shardRange, bool) {
-	if s.ShardId == nil || s.HashKeyRange == nil {
-		return shardRange{}, false
-	}
-	r := shardRange{id: *s.ShardId}
-	for _, x := range []struct {
-		dst *[16]byte
-		src *string
-	}{{&r.start, s.HashKeyRange.StartingHashKey}, {&r.end, s.HashKeyRange.EndingHashKey}} {
-		n, ok := new(big.Int).SetString(deref(x.src), 10)
-		if !ok || n.Sign() < 0 || n.BitLen() > 128 {
-			return shardRange{}, false
-		}
-		n.FillBytes(x.dst[:])
-	}
-	return r, true
 }
 
 // written takes in where Kinesis wrote a request's entries: predicted is the shard the map
@@ -197,10 +155,10 @@ func (k *packer) written(predicted []string, res []types.PutRecordsResultEntry) 
 
 // misplaced drops the map after a record went to another shard than predicted; mu is held.
 func (k *packer) misplaced(predicted, actual string) {
-	if k.shards == nil {
+	if k.shards.Len() == 0 {
 		return // dropped already: a reload is due or out
 	}
-	k.shards = nil
+	k.shards = shardmap.Map{}
 	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
 	k.p.logger.Debug("AggregateKPL: a record went to another shard than the map said; reloading the map",
 		watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
@@ -215,7 +173,7 @@ func (k *packer) begin() *packing {
 
 // packing is the aggregates of one request being built. A nil *packing packs nothing.
 type packing struct {
-	shards []shardRange
+	shards shardmap.Map
 	packs  []*pack
 	open   map[string]*pack // the aggregate each shard (or, without a map, key) fills now
 }
@@ -251,7 +209,7 @@ func (g *packing) add(r *pendingRecord, mayOpen bool) bool {
 	}
 	key := *r.entry.PartitionKey
 	target, shard := "key:"+key, ""
-	if id, ok := g.shardOf(key); ok {
+	if id, ok := g.shards.ShardOf(key); ok {
 		target, shard = id, id
 	}
 	if pk := g.open[target]; pk != nil && pk.agg.Add(key, "", r.entry.Data) {
@@ -275,21 +233,8 @@ func (g *packing) predict(r *pendingRecord) string {
 	if g == nil {
 		return ""
 	}
-	id, _ := g.shardOf(*r.entry.PartitionKey)
+	id, _ := g.shards.ShardOf(*r.entry.PartitionKey)
 	return id
-}
-
-// shardOf is the open shard whose range holds key's hash key (the MD5 of the key).
-func (g *packing) shardOf(key string) (string, bool) {
-	if len(g.shards) == 0 {
-		return "", false
-	}
-	h := md5.Sum([]byte(key))
-	i := sort.Search(len(g.shards), func(i int) bool { return bytes.Compare(g.shards[i].end[:], h[:]) >= 0 })
-	if i == len(g.shards) || bytes.Compare(g.shards[i].start[:], h[:]) > 0 {
-		return "", false
-	}
-	return g.shards[i].id, true
 }
 
 // finish adds the aggregates to the request: an aggregate of one record goes as that record.

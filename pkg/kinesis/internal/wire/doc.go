@@ -1,5 +1,6 @@
 // Package wire is what a Kinesis record looks like on the wire and how it turns into what a
-// reader delivers: the binary envelope (package envelope), KPL aggregation (package kpl), and
+// reader delivers: the binary envelope (package envelope), KPL aggregation (package kpl), the
+// shard a partition key goes to (package shardmap, by which the publisher packs), and
 // user records, the unit a reader delivers and checkpoints (a Kinesis record, or one user
 // record of a KPL aggregate, with its position "sequence:sub").
 //
