@@ -31,13 +31,16 @@ import (
 // After a split, a record packed by the old map in a request already out lands in one child
 // with messages whose keys belong to the other. Their order against later messages of those
 // keys, which go to the other child, is then lost (siblings are read in parallel), and the KCL
-// drops them. docs/records.md says so. Every written entry is checked against the map, and a
-// load is thrown away if an answer while it was out named a shard its listing does not have
-// open (the listing is from before a reshard), so the window is the requests out when Kinesis
-// first answered with the new shards.
+// drops them. docs/records.md says so. Every written entry is checked against the map (a shard
+// it lacks, or another than it predicted, drops it), and a load is thrown away if an answer
+// while it was out named a shard its listing does not have open (the listing may be from
+// before a reshard), so the window is the requests out when Kinesis first answered with the
+// new shards.
 //
 // Ownership: mu guards the map and its reload state; a sender reloads it (refresh) outside the
-// dispatcher's lock, and take reads a snapshot of it (begin).
+// dispatcher's lock, take reads a snapshot of it (begin) and put reports each answer to it
+// (written), both under the dispatcher's mu: the dispatcher's mu, then the packer's, never the
+// other way.
 type packer struct {
 	p      *Publisher
 	stream string
@@ -95,8 +98,10 @@ func (k *packer) loaded(m shardmap.Map, err error) {
 	}
 	if err == nil {
 		for id := range answered {
-			if !m.Has(id) { // the listing is from before a reshard: load again
-				k.shards, k.reloadAt = shardmap.Map{}, later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+			if !m.Has(id) { // the listing may be from before a reshard: load again
+				k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+				k.p.logger.Debug("AggregateKPL: a shard written to while the shard map loaded is not in its listing; loading it again",
+					watermill.LogFields{"stream": k.stream, "shard": id})
 				return
 			}
 		}
@@ -133,10 +138,11 @@ func (k *packer) load() (shardmap.Map, error) {
 }
 
 // written takes in where Kinesis wrote a request's entries: predicted is the shard the map
-// said for each ("" without a map), res the answer. An entry in another shard than predicted
-// shows a reshard: the map is dropped at once, so that records are packed by partition key
-// only, and loaded again as soon as mapReloadInterval has passed since the last load. The
-// shards written to while a load is out are kept for loaded to check its listing against.
+// said for each ("" without a map), res the answer. An entry in a shard the map lacks, or in
+// another than predicted, shows a reshard: the map is dropped at once, so that records are
+// packed by partition key only, and loaded again as soon as mapReloadInterval has passed since
+// the last load. The shards written to while a load is out are kept for loaded to check its
+// listing against.
 func (k *packer) written(predicted []string, res []types.PutRecordsResultEntry) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -144,23 +150,25 @@ func (k *packer) written(predicted []string, res []types.PutRecordsResultEntry) 
 		if r.ErrorCode != nil || r.ShardId == nil || i >= len(predicted) {
 			continue
 		}
+		actual := *r.ShardId
 		if k.answeredDuringLoad != nil {
-			k.answeredDuringLoad[*r.ShardId] = true
+			k.answeredDuringLoad[actual] = true
 		}
-		if predicted[i] != "" && *r.ShardId != predicted[i] {
-			k.misplaced(predicted[i], *r.ShardId)
+		if k.shards.Len() > 0 && (!k.shards.Has(actual) || predicted[i] != "" && actual != predicted[i]) {
+			k.misplaced(predicted[i], actual)
 		}
 	}
 }
 
-// misplaced drops the map after a record went to another shard than predicted; mu is held.
+// misplaced drops the map after a record went to a shard the map lacks or another than it
+// predicted; mu is held.
 func (k *packer) misplaced(predicted, actual string) {
 	if k.shards.Len() == 0 {
 		return // dropped already: a reload is due or out
 	}
 	k.shards = shardmap.Map{}
 	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
-	k.p.logger.Debug("AggregateKPL: a record went to another shard than the map said; reloading the map",
+	k.p.logger.Debug("AggregateKPL: a record went to a shard the shard map lacks, or another than it said; reloading the map",
 		watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
 }
 

@@ -537,6 +537,44 @@ func TestPublish_KPLLoadOutAtSplitIsThrownAway(t *testing.T) {
 	})
 }
 
+// An answer naming a shard the map lacks drops it, predicted or not: here the first request,
+// sent before any map, is answered from a child only after a slow load installed the parent's
+// listing (taken before the split); the call after it is packed by key, not by the parent's
+// range into one child (the third review's scenario: 27 user records in the wrong child).
+func TestPublish_KPLAnswerFromUnmappedShardDropsMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream = "orders"
+		l := pubNewLog(t, stream, 1)
+		var puts atomic.Int64
+		l.SetFault(func(ctx context.Context, c memlog.Call) error {
+			if c.Op == "PutRecords" && puts.Add(1) == 1 {
+				time.Sleep(80 * time.Millisecond) // the first request is answered after the load
+			}
+			return nil
+		})
+		client := slowListing{Log: l, delay: 50 * time.Millisecond} // lists at 0, answers at 50 ms
+		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: client, AggregateKPL: true})
+		first := make(chan map[string]bool, 1)
+		go func() { first <- publishSingles(t, p, stream, 1, 1) }() // its sender starts the load
+		time.Sleep(10 * time.Millisecond)
+		mid := new(big.Int).Lsh(big.NewInt(1), 127)
+		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
+			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := <-first // written to a child at 80 ms, the parent's map in since 50 ms
+		burst := pubMessages(64, nil)
+		if err := p.Publish(stream, burst...); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range burst {
+			want[m.UUID] = true
+		}
+		pubCheckAggregates(t, l, stream, want)
+	})
+}
+
 // A listing with no shard the packer can use counts as a failed load: tried again after a
 // second, rather than leaving packing by key for the publisher's life. No load starts after
 // Close.

@@ -11,7 +11,8 @@ import (
 
 // Map is the open shards of a stream by hash key range. The zero Map knows no shard.
 type Map struct {
-	ranges []shardRange // by start of range
+	ranges []shardRange        // by start of range
+	ids    map[string]struct{} // the ids of ranges, for Has
 }
 
 // shardRange is an open shard and the hash keys it takes, as 16-byte big-endian numbers.
@@ -30,6 +31,10 @@ func New(shards []types.Shard) Map {
 		}
 		if r, ok := parse(s); ok {
 			m.ranges = append(m.ranges, r)
+			if m.ids == nil {
+				m.ids = map[string]struct{}{}
+			}
+			m.ids[r.id] = struct{}{}
 		}
 	}
 	sort.Slice(m.ranges, func(i, j int) bool { return bytes.Compare(m.ranges[i].start[:], m.ranges[j].start[:]) < 0 })
@@ -41,12 +46,15 @@ func parse(s types.Shard) (shardRange, bool) {
 		return shardRange{}, false
 	}
 	r := shardRange{id: *s.ShardId}
-	for dst, src := range map[*[16]byte]string{&r.start: *s.HashKeyRange.StartingHashKey, &r.end: *s.HashKeyRange.EndingHashKey} {
-		n, ok := new(big.Int).SetString(src, 10)
+	for _, x := range []struct {
+		dst *[16]byte
+		src string
+	}{{&r.start, *s.HashKeyRange.StartingHashKey}, {&r.end, *s.HashKeyRange.EndingHashKey}} {
+		n, ok := new(big.Int).SetString(x.src, 10)
 		if !ok || n.Sign() < 0 || n.BitLen() > 128 {
 			return shardRange{}, false
 		}
-		n.FillBytes(dst[:])
+		n.FillBytes(x.dst[:])
 	}
 	return r, true
 }
@@ -56,17 +64,16 @@ func (m Map) Len() int { return len(m.ranges) }
 
 // Has reports whether shard id is mapped.
 func (m Map) Has(id string) bool {
-	for _, r := range m.ranges {
-		if r.id == id {
-			return true
-		}
-	}
-	return false
+	_, ok := m.ids[id]
+	return ok
 }
 
 // ShardOf is the mapped shard whose range holds key's hash key; false if none does (no map,
 // or a gap in it).
 func (m Map) ShardOf(key string) (string, bool) {
+	if len(m.ranges) == 0 {
+		return "", false
+	}
 	h := md5.Sum([]byte(key))
 	i := sort.Search(len(m.ranges), func(i int) bool { return bytes.Compare(m.ranges[i].end[:], h[:]) >= 0 })
 	if i == len(m.ranges) || bytes.Compare(m.ranges[i].start[:], h[:]) > 0 {

@@ -46,16 +46,21 @@ func TestShardOf(t *testing.T) {
 		key, want string
 		ok        bool
 		len       int
+		notHas    string // a shard id Has must not report
 	}{
 		{name: "no map", key: low, len: 0},
 		{name: "one shard takes every key", shards: []types.Shard{shard("s0", "0", max, false)}, key: high, want: "s0", ok: true, len: 1},
 		{name: "split: low half", shards: []types.Shard{shard("s2", mid, max, false), shard("s1", "0", below, false)}, key: low, want: "s1", ok: true, len: 2},
 		{name: "split: high half", shards: []types.Shard{shard("s1", "0", below, false), shard("s2", mid, max, false)}, key: high, want: "s2", ok: true, len: 2},
-		{name: "closed parent left out", shards: []types.Shard{shard("s0", "0", max, true), shard("s2", mid, max, false)}, key: low, len: 1},
-		{name: "gap", shards: []types.Shard{shard("s2", mid, max, false)}, key: low, len: 1},
-		{name: "unparsable range left out", shards: []types.Shard{shard("s0", "0", "x", false)}, key: low, len: 0},
-		{name: "over 128 bits left out", shards: []types.Shard{shard("s0", "0", max+"0", false)}, key: low, len: 0},
-		{name: "no range left out", shards: []types.Shard{{ShardId: aws.String("s0")}}, key: low, len: 0},
+		{name: "closed parent left out", shards: []types.Shard{shard("s0", "0", max, true), shard("s2", mid, max, false)}, key: low, len: 1, notHas: "s0"},
+		{name: "gap before the first range", shards: []types.Shard{shard("s2", mid, max, false)}, key: low, len: 1},
+		{name: "gap after the last range", shards: []types.Shard{shard("s1", "0", below, false)}, key: high, len: 1},
+		{name: "gap between ranges", shards: []types.Shard{shard("s1", "0", "1", false), shard("s3", max, max, false)}, key: low, len: 2},
+		{name: "unparsable range left out", shards: []types.Shard{shard("s0", "0", "x", false)}, key: low, len: 0, notHas: "s0"},
+		{name: "negative range left out", shards: []types.Shard{shard("s0", "-1", max, false)}, key: low, len: 0, notHas: "s0"},
+		{name: "over 128 bits left out", shards: []types.Shard{shard("s0", "0", max+"0", false)}, key: low, len: 0, notHas: "s0"},
+		{name: "no range left out", shards: []types.Shard{{ShardId: aws.String("s0")}}, key: low, len: 0, notHas: "s0"},
+		{name: "no id left out", shards: []types.Shard{{HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String("0"), EndingHashKey: aws.String(max)}}}, key: low, len: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := shardmap.New(tc.shards)
@@ -63,8 +68,8 @@ func TestShardOf(t *testing.T) {
 			if got != tc.want || ok != tc.ok || m.Len() != tc.len {
 				t.Errorf("ShardOf(%q) = %q, %v with %d shards; want %q, %v with %d", tc.key, got, ok, m.Len(), tc.want, tc.ok, tc.len)
 			}
-			if tc.ok && !m.Has(tc.want) || m.Has("nope") {
-				t.Errorf("Has: %q mapped %v, \"nope\" mapped %v", tc.want, m.Has(tc.want), m.Has("nope"))
+			if tc.ok && !m.Has(tc.want) || m.Has("nope") || tc.notHas != "" && m.Has(tc.notHas) {
+				t.Errorf("Has: %q mapped %v, \"nope\" %v, %q %v", tc.want, m.Has(tc.want), m.Has("nope"), tc.notHas, m.Has(tc.notHas))
 			}
 		})
 	}
