@@ -35,11 +35,8 @@ import (
 // fewer than MaxInFlightRequests run, and goes on while records wait; it counts itself out, under
 // mu, when the queue is empty (or ends at Close's stop, when no call is left). Each call's done
 // channel is closed by whoever settles its last record: a sender with the answer, or the call
-// itself when its context ends first (abandon).
-// A sender that answered calls takes its next request only once each of them has resumed
-// (sent on the answer's resumed channel, which the sender made with room for every call): the
-// callers that publish again at once then share that request, rather than each start a sender
-// of its own.
+// itself when its context ends first (abandon); a call answered by a sender then sends once on
+// that answer's resumed channel, which the sender made with room for every call.
 type dispatcher struct {
 	p      *Publisher
 	stream string

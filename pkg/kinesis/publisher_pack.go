@@ -99,7 +99,7 @@ func (k *packer) loaded(m shardmap.Map, err error) {
 	if err == nil {
 		for id := range answered {
 			if !m.Has(id) { // the listing may be from before a reshard: load again
-				k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+				k.reloadAt = k.loadedAt.Add(mapReloadInterval) // due at once if already past
 				k.p.logger.Debug("AggregateKPL: a shard written to while the shard map loaded is not in its listing; loading it again",
 					watermill.LogFields{"stream": k.stream, "shard": id})
 				return
@@ -108,8 +108,7 @@ func (k *packer) loaded(m shardmap.Map, err error) {
 		k.shards, k.failures = m, 0
 		return
 	}
-	k.shards = shardmap.Map{}
-	k.failures++
+	k.failures++ // the map is empty: a load starts only without one
 	k.reloadAt = time.Now().Add(min(mapReloadInterval<<min(k.failures-1, 6), mapRetryMax))
 	if !k.warned {
 		k.warned = true
@@ -167,7 +166,7 @@ func (k *packer) misplaced(predicted, actual string) {
 		return // dropped already: a reload is due or out
 	}
 	k.shards = shardmap.Map{}
-	k.reloadAt = later(time.Now(), k.loadedAt.Add(mapReloadInterval))
+	k.reloadAt = k.loadedAt.Add(mapReloadInterval) // due at once if already past
 	k.p.logger.Debug("AggregateKPL: a record went to a shard the shard map lacks, or another than it said; reloading the map",
 		watermill.LogFields{"stream": k.stream, "predicted": predicted, "shard": actual})
 }
@@ -251,23 +250,13 @@ func (g *packing) finish(req *putRequest) {
 		return
 	}
 	for _, pk := range g.packs {
-		if len(pk.records) == 1 {
-			req.entries = append(req.entries, pk.records[0].entry)
-			req.records = append(req.records, pk.records)
-			req.shards = append(req.shards, pk.shard)
-			continue
+		entry := pk.records[0].entry
+		if len(pk.records) > 1 {
+			key := pk.agg.PartitionKey()
+			entry = types.PutRecordsRequestEntry{Data: pk.agg.Build(), PartitionKey: &key}
 		}
-		key := pk.agg.PartitionKey()
-		req.entries = append(req.entries, types.PutRecordsRequestEntry{Data: pk.agg.Build(), PartitionKey: &key})
+		req.entries = append(req.entries, entry)
 		req.records = append(req.records, pk.records)
 		req.shards = append(req.shards, pk.shard)
 	}
-}
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

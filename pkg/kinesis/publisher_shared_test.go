@@ -166,11 +166,8 @@ func TestPublish_CloseWaitsForCallsInProgress(t *testing.T) {
 		start := time.Now()
 		go func() { published <- p.Publish(stream, pubMessages(1, nil)...) }()
 		synctest.Wait() // its request is out
-		closed := make(chan struct{})
-		go func() {
-			_ = p.Close()
-			close(closed)
-		}()
+		closed := make(chan error, 1)
+		go func() { closed <- p.Close() }()
 		synctest.Wait() // Close is waiting for the call
 		if err := p.Publish(stream, pubMessages(1, nil)...); !errors.Is(err, kinesis.ErrPublisherClosed) {
 			t.Errorf("Publish during Close: %v, want ErrPublisherClosed", err)
@@ -183,7 +180,9 @@ func TestPublish_CloseWaitsForCallsInProgress(t *testing.T) {
 		if err := <-published; err != nil {
 			t.Errorf("the call in progress at Close: %v", err)
 		}
-		<-closed
+		if err := <-closed; err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		if took := time.Since(start); took != rtt {
 			t.Errorf("Close returned %s (fake time) after the call began, want %s (its round trip)", took, rtt)
 		}
@@ -469,12 +468,7 @@ func TestPublish_KPLMapDroppedWhenAnyRecordLandsElsewhere(t *testing.T) {
 		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: l, AggregateKPL: true})
 		want := publishSingles(t, p, stream, 1, 1) // its request starts the map's load
 		synctest.Wait()                            // the map is in
-		mid := new(big.Int).Lsh(big.NewInt(1), 127)
-		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
-			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		pubSplitFirstShard(t, l, stream)
 		maps.Copy(want, publishSingles(t, p, stream, 1, 1))
 		maps.Copy(want, publishSingles(t, p, stream, 64, 1))
 		l.SetFault(nil)
@@ -518,12 +512,7 @@ func TestPublish_KPLLoadOutAtSplitIsThrownAway(t *testing.T) {
 		client := slowListing{Log: l, delay: 50 * time.Millisecond}
 		p := pubNewPublisher(t, kinesis.PublisherConfig{Client: client, AggregateKPL: true})
 		want := publishSingles(t, p, stream, 1, 1) // starts the load: 1 shard, answered at 50 ms
-		mid := new(big.Int).Lsh(big.NewInt(1), 127)
-		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
-			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		pubSplitFirstShard(t, l, stream)
 		maps.Copy(want, publishSingles(t, p, stream, 1, 1)) // answered from a child while the load is out
 		time.Sleep(100 * time.Millisecond)                  // the load is back, with one shard
 		burst := pubMessages(64, nil)                       // one call of 64 keys: packed by shard if there is a map
@@ -557,12 +546,7 @@ func TestPublish_KPLAnswerFromUnmappedShardDropsMap(t *testing.T) {
 		first := make(chan map[string]bool, 1)
 		go func() { first <- publishSingles(t, p, stream, 1, 1) }() // its sender starts the load
 		time.Sleep(10 * time.Millisecond)
-		mid := new(big.Int).Lsh(big.NewInt(1), 127)
-		if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
-			StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		pubSplitFirstShard(t, l, stream)
 		want := <-first // written to a child at 80 ms, the parent's map in since 50 ms
 		burst := pubMessages(64, nil)
 		if err := p.Publish(stream, burst...); err != nil {
@@ -576,8 +560,7 @@ func TestPublish_KPLAnswerFromUnmappedShardDropsMap(t *testing.T) {
 }
 
 // A listing with no shard the packer can use counts as a failed load: tried again after a
-// second, rather than leaving packing by key for the publisher's life. No load starts after
-// Close.
+// second, rather than leaving packing by key for the publisher's life.
 func TestPublish_KPLUnusableListingIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stream = "orders"
@@ -610,15 +593,18 @@ func TestPublish_KPLUnusableListingIsRetried(t *testing.T) {
 		if got := l.Usage(stream).Records - before; got != 1 {
 			t.Errorf("16 messages of 16 keys went as %d records, want 1 aggregate (packed by shard)", got)
 		}
-		time.Sleep(time.Minute)
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if n := lists.Load(); n != 2 {
-			t.Errorf("%d ListShards calls after Close, want 2", n)
-		}
 	})
+}
+
+// pubSplitFirstShard splits the stream's first shard at 2^127, into two halves.
+func pubSplitFirstShard(t *testing.T, l *memlog.Log, stream string) {
+	t.Helper()
+	mid := new(big.Int).Lsh(big.NewInt(1), 127)
+	if _, err := l.SplitShard(context.Background(), &awskinesis.SplitShardInput{
+		StreamName: pubStr(stream), ShardToSplit: pubStr("shardId-000000000000"), NewStartingHashKey: pubStr(mid.String()),
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // publishSingles runs callers goroutines, each publishing perCaller messages with the default

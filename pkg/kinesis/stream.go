@@ -79,9 +79,8 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 		out, err := client.DescribeStreamSummary(callCtx, &awskinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		cancel()
-		// Refused for the account's rate: the next try waits awscall.QuotaBackoff.
-		throttled := err != nil && awscall.Classify(ctx, err) == awscall.Throttled
-		if c := awscall.Classify(ctx, err); err != nil && (c == awscall.Transient || c == awscall.Throttled) {
+		class := awscall.Classify(ctx, err)
+		if err != nil && (class == awscall.Transient || class == awscall.Throttled) {
 			// The SDK does not retry (sdk.go): these rounds ride out a blip or throttling,
 			// but a Kinesis that cannot be reached is reported, not waited for.
 			failures++
@@ -100,7 +99,7 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			if out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamStatus != types.StreamStatusCreating {
 				return nil
 			}
-		case awscall.Classify(ctx, err) == awscall.NotFound && create:
+		case class == awscall.NotFound && create:
 			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 			_, cerr := client.CreateStream(callCtx, &awskinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards})
 			cancel()
@@ -108,13 +107,13 @@ func ensureStream(ctx context.Context, client KinesisAPI, stream string, create 
 			if cerr != nil && !errors.As(cerr, &inUse) {
 				return fmt.Errorf("kinesis: creating stream %q with %d shards: %w", stream, shards, cerr)
 			}
-		case awscall.Classify(ctx, err) == awscall.NotFound:
+		case class == awscall.NotFound:
 			return fmt.Errorf("%w: %q (create it, or set CreateStream in the config): %w", ErrStreamNotFound, stream, err)
-		case awscall.Classify(ctx, err) == awscall.Fatal:
+		case class == awscall.Fatal:
 			return fmt.Errorf("kinesis: describing stream %q: %w", stream, err)
 		}
 		wait := awscall.Backoff(attempt, 50*time.Millisecond, time.Second)
-		if throttled {
+		if err != nil && class == awscall.Throttled { // refused for the account's rate
 			wait = awscall.QuotaBackoff(failures - 1)
 		}
 		if err := awscall.Sleep(ctx, wait); err != nil {

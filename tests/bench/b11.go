@@ -151,13 +151,6 @@ func putRoundTrip(d time.Duration) memlog.FaultFunc {
 		if c.Op != "PutRecords" {
 			return nil
 		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return sleepUntil(ctx, time.Now().Add(d))
 	}
 }

@@ -25,6 +25,7 @@ func TestQuotaTwoPollingGroupsIdle(t *testing.T) {
 		if _, err := l.CreateStream(context.Background(), &awskinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
 			t.Fatal(err)
 		}
+		subs := make([]*kinesis.Subscriber, 0, groups)
 		for g := range groups {
 			sub, err := kinesis.NewSubscriber(kinesis.SubscriberConfig{
 				Client: l,
@@ -36,10 +37,15 @@ func TestQuotaTwoPollingGroupsIdle(t *testing.T) {
 			if _, err := sub.Subscribe(context.Background(), stream); err != nil {
 				t.Fatalf("group %d: Subscribe: %v", g, err)
 			}
-			defer sub.Close()
+			subs = append(subs, sub)
 		}
 		time.Sleep(run) // fake time: the readers poll meanwhile
 		u := l.Usage(stream)
+		for _, sub := range subs {
+			if err := sub.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
 		rate := float64(u.GetRecordsCalls) / run.Seconds()
 		t.Logf("%d GetRecords in %s (%.2f/s), %d throttled", u.GetRecordsCalls, run, rate, u.GetRecordsThrottled)
 		// The rate counts the readers' first reads too. With each wait up to a quarter shorter

@@ -71,12 +71,11 @@ type Config struct {
 
 	// After is the Log's timer, for what a SubscribeToShard subscription waits for on the Log's
 	// clock: the heartbeat event after 5 s without an event, its end after 5 minutes and, with
-	// Quotas, the pause that keeps its pushes under Quotas.FanOutBytes. It must
-	// agree with Now: the channel it returns delivers once Now has advanced by d or more, so a
-	// test that injects a fake Now injects that fake's After too, and fires the timers it handed
-	// out as it moves its clock. A subscription keeps at most two of them pending (three with
-	// Quotas). It must be
-	// safe for concurrent use. Default time.After.
+	// Quotas, the pause that keeps its pushes under Quotas.FanOutBytes. It must agree with Now:
+	// the channel it returns delivers once Now has advanced by d or more, so a test that injects
+	// a fake Now injects that fake's After too, and fires the timers it handed out as it moves
+	// its clock. A subscription keeps at most two of them pending (three with Quotas). It must
+	// be safe for concurrent use. Default time.After.
 	After func(d time.Duration) <-chan time.Time
 
 	// Quotas, when set, makes the Log enforce Kinesis Data Streams' documented rate quotas

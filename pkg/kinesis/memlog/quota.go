@@ -278,10 +278,16 @@ func (lim *limits) admitControl(op string, st *stream, now time.Time) bool {
 	}
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	b := lim.account[op]
+	return takeOne(lim.account, op, r, now)
+}
+
+// takeOne takes one token from m's bucket for op, which starts full at its first use; the
+// caller holds the lock that guards m.
+func takeOne(m map[string]*bucket, op string, r rate, now time.Time) bool {
+	b := m[op]
 	if b == nil {
 		b = &bucket{}
-		lim.account[op] = b
+		m[op] = b
 	}
 	return b.take(r, now, 1)
 }

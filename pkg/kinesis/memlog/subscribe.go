@@ -335,10 +335,10 @@ func (s *subscription) finish(err error) {
 	}
 }
 
-// send runs the fault hook, waits for the consumer's push budget (pace), then writes one event with the records from s.pos on that fit in it,
-// and moves s.pos past them. It reports whether the event ended a closed shard, and when (on the
-// Log's clock) it was made. A hook that blocks delays the event, which then carries what was
-// stored meanwhile.
+// send runs the fault hook, waits for the consumer's push budget (pace), then writes one event
+// with the records from s.pos on that fit in it, and moves s.pos past them. It reports whether
+// the event ended a closed shard, and when (on the Log's clock) it was made. A hook that blocks
+// delays the event, which then carries what was stored meanwhile.
 func (s *subscription) send() (final bool, at time.Time, err error) {
 	if err := s.l.before(s.ctx, Call{Op: "SubscribeToShardEvent", Stream: s.st.name, ShardID: s.sh.id}); err != nil {
 		return false, time.Time{}, err

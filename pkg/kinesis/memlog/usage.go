@@ -64,22 +64,17 @@ func (u *usage) stored(records, bytes, units int64) {
 	u.units.Add(units)
 }
 
-func (u *usage) call(op string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.calls == nil {
-		u.calls = map[string]int64{}
-	}
-	u.calls[op]++
-}
+// call and throttle count a call of op, and a call of op refused for a quota.
+func (u *usage) call(op string)     { u.count(&u.calls, op) }
+func (u *usage) throttle(op string) { u.count(&u.throttled, op) }
 
-func (u *usage) throttle(op string) {
+func (u *usage) count(m *map[string]int64, op string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.throttled == nil {
-		u.throttled = map[string]int64{}
+	if *m == nil {
+		*m = map[string]int64{}
 	}
-	u.throttled[op]++
+	(*m)[op]++
 }
 
 // takeControl takes one call of op from the stream's bucket for it.
@@ -89,12 +84,7 @@ func (u *usage) takeControl(op string, r rate, now time.Time) bool {
 	if u.control == nil {
 		u.control = map[string]*bucket{}
 	}
-	b := u.control[op]
-	if b == nil {
-		b = &bucket{}
-		u.control[op] = b
-	}
-	return b.take(r, now, 1)
+	return takeOne(u.control, op, r, now)
 }
 
 // Usage returns what the stream called name has been charged since it was created (a stream

@@ -207,12 +207,12 @@ func describeStream(ctx context.Context, cfg *Config) (*types.StreamDescriptionS
 			}
 			return out.StreamDescriptionSummary, nil
 		}
-		switch awscall.Classify(ctx, err) {
+		switch class := awscall.Classify(ctx, err); class {
 		case awscall.NotFound:
 			return nil, fmt.Errorf("%w: %w", awscall.ErrStreamNotFound, err)
 		case awscall.Throttled, awscall.Transient:
 			wait := awscall.Backoff(attempt, 100*time.Millisecond, 5*time.Second)
-			if awscall.Classify(ctx, err) == awscall.Throttled {
+			if class == awscall.Throttled {
 				wait = awscall.QuotaBackoff(attempt) // 20 calls a second per account
 			}
 			if attempt+1 < awscall.FailuresBeforeError {
